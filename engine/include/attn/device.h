@@ -1,0 +1,101 @@
+// Devices the engine can run on, and the per-device state it keeps for their lifetime.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "attn/arena.h"
+
+// Opaque CUDA handle types, so this header needs no CUDA headers (CPU-only builds include it).
+struct CUstream_st;
+struct cublasContext;
+
+namespace attn {
+
+using CudaStream = CUstream_st*;      // cudaStream_t
+using CublasHandle = cublasContext*;  // cublasHandle_t
+
+enum class DeviceKind : uint8_t { kCpu, kCuda };
+
+// What backends need to know about a device to judge support.
+struct DeviceInfo {
+  DeviceKind kind = DeviceKind::kCpu;
+  int ordinal = -1;  // CUDA device ordinal; -1 for the CPU
+  std::string name;  // "NVIDIA H200", or "cpu (16 threads)"
+  int cc_major = 0;  // compute capability; 0 on the CPU
+  int cc_minor = 0;
+  int64_t total_memory_bytes = 0;
+  int multiprocessors = 0;      // SMs, or CPU threads
+  int cuda_runtime_version = 0;  // e.g. 13000; 0 on the CPU
+  int cuda_driver_version = 0;   // highest CUDA version the driver supports, e.g. 13000
+
+  int ComputeCapability() const { return cc_major * 10 + cc_minor; }  // 90 for sm_90
+  std::string ToString() const;
+};
+
+// True when the engine was built with CUDA support.
+bool BuiltWithCuda();
+
+// Number of usable CUDA devices: 0 without a driver, a GPU, or CUDA support in the build.
+int CudaDeviceCount();
+
+// Describes CUDA device `ordinal` without creating a context on it.
+absl::StatusOr<DeviceInfo> QueryCudaDevice(int ordinal);
+
+// Describes this machine's CPU as a device.
+DeviceInfo CpuDeviceInfo();
+
+struct DeviceContextOptions {
+  int64_t arena_bytes = int64_t{1} << 30;        // device (or host, for the CPU) arena, made once
+  int64_t pinned_host_bytes = int64_t{64} << 20;  // page-locked staging for request tensors
+};
+
+// Everything one device keeps alive between calls: its stream, cuBLAS handle, memory arena and
+// pinned host staging buffer. Created once at start-up; backends run on it. Not copyable. Calls
+// on one context are serialised on its stream; use one context per worker for concurrency.
+class DeviceContext {
+ public:
+  // A context on CUDA device `ordinal`: sets the device, creates a non-blocking stream and a
+  // cuBLAS handle bound to it, allocates the arena and the pinned buffer. FailedPrecondition when
+  // the build has no CUDA or the device is absent; ResourceExhausted when the arena does not fit.
+  static absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCuda(
+      int ordinal, const DeviceContextOptions& options = {});
+
+  // A context for the CPU: a host arena; no stream, no handles.
+  static absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCpu(
+      const DeviceContextOptions& options = {});
+
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  MemoryKind memory() const {
+    return info_.kind == DeviceKind::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  }
+  Arena& arena() { return *arena_; }
+  // Page-locked host memory of pinned_host_bytes (plain host memory on the CPU context).
+  Arena& pinned_host() { return *pinned_; }
+  CudaStream stream() const { return stream_; }
+  CublasHandle cublas() const { return cublas_; }
+
+  // Waits for all work queued on the stream; reports a device error if one occurred.
+  absl::Status Synchronize();
+
+  // Copies between host and this context's memory on its stream, then waits.
+  absl::Status CopyToDevice(void* dst, const void* src, int64_t bytes);
+  absl::Status CopyToHost(void* dst, const void* src, int64_t bytes);
+
+ private:
+  DeviceContext() = default;
+
+  DeviceInfo info_;
+  std::unique_ptr<Arena> arena_;
+  std::unique_ptr<Arena> pinned_;
+  CudaStream stream_ = nullptr;
+  CublasHandle cublas_ = nullptr;
+};
+
+}  // namespace attn

@@ -1,0 +1,24 @@
+// Factories of the backends built into this engine (each defined next to its backend).
+#pragma once
+
+#include <memory>
+
+#include "attn/backend.h"
+#include "attn/registry.h"
+
+namespace attn {
+
+std::unique_ptr<Backend> MakeCpuBackend();
+#if ATTN_HAVE_CUDA
+std::unique_ptr<Backend> MakeNaiveBackend();
+#endif
+
+// Registers every built-in backend, fastest first.
+inline void AddBuiltinBackends(BackendRegistry& registry) {
+#if ATTN_HAVE_CUDA
+  registry.Add(MakeNaiveBackend());
+#endif
+  registry.Add(MakeCpuBackend());
+}
+
+}  // namespace attn

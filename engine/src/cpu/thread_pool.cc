@@ -1,0 +1,89 @@
+#include "cpu/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+
+namespace attn {
+
+// One ParallelFor call: indices are claimed from `next` by every thread that joins it.
+struct ThreadPool::Job {
+  const std::function<void(int64_t)>* fn;
+  int64_t n;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  int active = 0;  // workers inside Drain; guarded by mu. The owner waits for 0 before returning.
+  std::mutex mu;
+  std::condition_variable finished;
+
+  // Runs indices until none are left.
+  void Drain() {
+    int64_t ran = 0;
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      (*fn)(i);
+      ++ran;
+    }
+    done.fetch_add(ran);
+  }
+};
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) {
+  if (n <= 0) return;
+  Job job;
+  job.fn = &fn;
+  job.n = n;
+  if (n > 1 && !workers_.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(&job);
+  }
+  wake_.notify_all();
+  job.Drain();
+  {
+    // Once off the queue no further worker can join; those already in are counted in `active`.
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.erase(std::remove(jobs_.begin(), jobs_.end(), &job), jobs_.end());
+  }
+  std::unique_lock<std::mutex> lock(job.mu);
+  job.finished.wait(lock, [&] { return job.done.load() == n && job.active == 0; });
+}
+
+void ThreadPool::WorkerLoop() {
+  for (;;) {
+    Job* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] {
+        return stopping_ || std::any_of(jobs_.begin(), jobs_.end(),
+                                        [](Job* j) { return j->next.load() < j->n; });
+      });
+      if (stopping_) return;
+      for (Job* j : jobs_) {
+        if (j->next.load() < j->n) {
+          job = j;
+          std::lock_guard<std::mutex> job_lock(j->mu);
+          ++j->active;
+          break;
+        }
+      }
+    }
+    job->Drain();
+    // The owner may destroy the job as soon as it sees active == 0: touch nothing after this.
+    std::lock_guard<std::mutex> job_lock(job->mu);
+    --job->active;
+    job->finished.notify_all();
+  }
+}
+
+}  // namespace attn

@@ -1,0 +1,168 @@
+// The device layer of a CUDA build: device queries, contexts, allocations and event timing.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "attn/device.h"
+#include "cuda/check.h"
+#include "platform.h"
+
+namespace attn {
+
+bool BuiltWithCuda() { return true; }
+
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: clear the error, report none
+    return 0;
+  }
+  return count;
+}
+
+absl::StatusOr<DeviceInfo> QueryCudaDevice(int ordinal) {
+  const int count = CudaDeviceCount();
+  if (ordinal < 0 || ordinal >= count) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "device: CUDA device %d does not exist; this machine has %d", ordinal, count));
+  }
+  cudaDeviceProp prop;
+  ATTN_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, ordinal));
+  DeviceInfo info;
+  info.kind = DeviceKind::kCuda;
+  info.ordinal = ordinal;
+  info.name = prop.name;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.total_memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  info.multiprocessors = prop.multiProcessorCount;
+  ATTN_CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&info.cuda_runtime_version));
+  ATTN_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&info.cuda_driver_version));
+  return info;
+}
+
+absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCuda(
+    int ordinal, const DeviceContextOptions& options) {
+  auto info = QueryCudaDevice(ordinal);
+  if (!info.ok()) return info.status();
+  std::unique_ptr<DeviceContext> ctx(new DeviceContext());
+  ctx->info_ = *std::move(info);
+  ATTN_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+  ATTN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&ctx->stream_, cudaStreamNonBlocking));
+  ATTN_CUBLAS_RETURN_IF_ERROR(cublasCreate(&ctx->cublas_));
+  ATTN_CUBLAS_RETURN_IF_ERROR(cublasSetStream(ctx->cublas_, ctx->stream_));
+  auto arena = Arena::Create(MemoryKind::kDevice, options.arena_bytes);
+  if (!arena.ok()) return arena.status();
+  ctx->arena_ = *std::move(arena);
+  auto pinned = Arena::Create(MemoryKind::kHost, options.pinned_host_bytes, /*page_locked=*/true);
+  if (!pinned.ok()) return pinned.status();
+  ctx->pinned_ = *std::move(pinned);
+  return ctx;
+}
+
+DeviceContext::~DeviceContext() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  arena_.reset();  // before the stream goes, so no queued kernel outlives its memory
+  pinned_.reset();
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::Status DeviceContext::Synchronize() {
+  if (stream_ == nullptr) return absl::OkStatus();
+  ATTN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceContext::CopyToDevice(void* dst, const void* src, int64_t bytes) {
+  if (stream_ == nullptr) {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return absl::OkStatus();
+  }
+  ATTN_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+  return Synchronize();
+}
+
+absl::Status DeviceContext::CopyToHost(void* dst, const void* src, int64_t bytes) {
+  if (stream_ == nullptr) {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return absl::OkStatus();
+  }
+  ATTN_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
+  return Synchronize();
+}
+
+absl::StatusOr<void*> AllocateDeviceMemory(int64_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(bytes));
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cudaMalloc of %d bytes failed (%s); the device has %d of %d bytes free: lower the arena "
+        "size",
+        bytes, cudaGetErrorString(err), free_bytes, total_bytes));
+  }
+  return p;
+}
+
+absl::StatusOr<void*> AllocatePinnedHostMemory(int64_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, static_cast<size_t>(bytes));
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cudaMallocHost of %d bytes failed (%s); lower the pinned host buffer size", bytes,
+        cudaGetErrorString(err)));
+  }
+  return p;
+}
+
+void FreeDeviceMemory(void* p) { cudaFree(p); }
+void FreePinnedHostMemory(void* p) { cudaFreeHost(p); }
+
+absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
+                                                 const std::function<absl::Status()>& work,
+                                                 int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) {
+    if (auto s = work(); !s.ok()) return s;
+  }
+  std::vector<cudaEvent_t> events(2 * static_cast<size_t>(repeats), nullptr);
+  absl::Status status;
+  for (auto& e : events) {
+    if (status = CudaStatus(cudaEventCreate(&e), "cudaEventCreate", __FILE__, __LINE__);
+        !status.ok())
+      break;
+  }
+  for (int i = 0; status.ok() && i < repeats; ++i) {
+    status = CudaStatus(cudaEventRecord(events[2 * i], stream), "cudaEventRecord", __FILE__,
+                        __LINE__);
+    if (status.ok()) status = work();
+    if (status.ok()) {
+      status = CudaStatus(cudaEventRecord(events[2 * i + 1], stream), "cudaEventRecord",
+                          __FILE__, __LINE__);
+    }
+  }
+  if (status.ok()) {
+    status = CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize", __FILE__, __LINE__);
+  }
+  std::vector<double> ms;
+  for (int i = 0; status.ok() && i < repeats; ++i) {
+    float elapsed = 0;
+    status = CudaStatus(cudaEventElapsedTime(&elapsed, events[2 * i], events[2 * i + 1]),
+                        "cudaEventElapsedTime", __FILE__, __LINE__);
+    ms.push_back(elapsed);
+  }
+  for (auto e : events) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  if (!status.ok()) return status;
+  return ms;
+}
+
+}  // namespace attn

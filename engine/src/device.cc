@@ -1,0 +1,51 @@
+#include "attn/device.h"
+
+#include <new>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "platform.h"
+
+namespace attn {
+
+std::string DeviceInfo::ToString() const {
+  if (kind == DeviceKind::kCpu) return name;
+  return absl::StrFormat("cuda:%d %s (sm_%d%d, %.1f GiB, %d SMs)", ordinal, name, cc_major,
+                         cc_minor, static_cast<double>(total_memory_bytes) / (1 << 30),
+                         multiprocessors);
+}
+
+DeviceInfo CpuDeviceInfo() {
+  DeviceInfo info;
+  info.kind = DeviceKind::kCpu;
+  info.multiprocessors = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  info.name = absl::StrFormat("cpu (%d threads)", info.multiprocessors);
+  return info;
+}
+
+absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCpu(
+    const DeviceContextOptions& options) {
+  std::unique_ptr<DeviceContext> ctx(new DeviceContext());
+  ctx->info_ = CpuDeviceInfo();
+  auto arena = Arena::Create(MemoryKind::kHost, options.arena_bytes);
+  if (!arena.ok()) return arena.status();
+  ctx->arena_ = *std::move(arena);
+  auto pinned = Arena::Create(MemoryKind::kHost, options.pinned_host_bytes);
+  if (!pinned.ok()) return pinned.status();
+  ctx->pinned_ = *std::move(pinned);
+  return ctx;
+}
+
+absl::StatusOr<void*> AllocateHostMemory(int64_t bytes) {
+  void* p = ::operator new(static_cast<size_t>(bytes), std::align_val_t(Arena::kAlignment),
+                           std::nothrow);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("host allocation of %d bytes failed; lower the arena size", bytes));
+  }
+  return p;
+}
+
+void FreeHostMemory(void* p) { ::operator delete(p, std::align_val_t(Arena::kAlignment)); }
+
+}  // namespace attn

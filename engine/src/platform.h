@@ -1,0 +1,26 @@
+// The engine's platform layer: raw allocations behind Arena and device-side timing, from CUDA
+// when built with it (device_cuda.cc) and from the host otherwise (device_nocuda.cc).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "attn/device.h"
+
+namespace attn {
+
+absl::StatusOr<void*> AllocateDeviceMemory(int64_t bytes);      // cudaMalloc on the current device
+absl::StatusOr<void*> AllocatePinnedHostMemory(int64_t bytes);  // cudaMallocHost
+absl::StatusOr<void*> AllocateHostMemory(int64_t bytes);        // aligned operator new
+void FreeDeviceMemory(void* p);
+void FreePinnedHostMemory(void* p);
+void FreeHostMemory(void* p);
+
+// Times `repeats` calls of `work` on `stream` with CUDA events, after `warmup` untimed ones.
+absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
+                                                 const std::function<absl::Status()>& work,
+                                                 int warmup, int repeats);
+
+}  // namespace attn

@@ -1,0 +1,155 @@
+// attn-bench: times one backend over a list of shapes on one device, without the server.
+//
+//   attn-bench --backend=naive --dtypes=float32,bfloat16 --batch=4 --seq_lens=1024 --heads=8
+//              --head_dim=64 [--kv_heads=8] [--causal] [--warmup=10] [--repeats=50]
+//
+// Inputs are normal(0, 1) from --seed, generated on the host and copied to the device once;
+// each repeat is bracketed by CUDA events on the context's stream (host clock on the CPU).
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "attn/attention.h"
+#include "attn/device.h"
+#include "attn/registry.h"
+#include "attn/timing.h"
+
+ABSL_FLAG(std::string, backend, "auto", "backend name (see --list) or auto");
+ABSL_FLAG(int, device, -2, "CUDA device ordinal; -1 for the CPU; default: GPU 0 if present");
+ABSL_FLAG(std::string, dtypes, "float32", "comma list of float32, bfloat16, float16");
+ABSL_FLAG(int64_t, batch, 4, "batch size B");
+ABSL_FLAG(std::string, seq_lens, "1024", "comma list of query lengths T (S = T unless --kv-len)");
+ABSL_FLAG(int64_t, kv_len, 0, "key/value length S; 0 means S = T");
+ABSL_FLAG(int64_t, heads, 8, "query heads N");
+ABSL_FLAG(int64_t, kv_heads, 0, "key/value heads K; 0 means K = N");
+ABSL_FLAG(int64_t, head_dim, 64, "head dimension H");
+ABSL_FLAG(bool, causal, false, "top-left causal mask");
+ABSL_FLAG(int, warmup, 10, "untimed calls before timing");
+ABSL_FLAG(int, repeats, 50, "timed calls; the median is reported");
+ABSL_FLAG(uint64_t, seed, 0, "seed of the normal(0, 1) inputs");
+ABSL_FLAG(int64_t, arena_mib, 8192, "device arena size in MiB");
+ABSL_FLAG(bool, list, false, "list backends with their verdict for the first case, then exit");
+
+namespace {
+
+void FillNormal(std::vector<uint16_t>& bits16, std::vector<float>& f32, attn::DType dtype,
+                int64_t count, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.f, 1.f);
+  f32.resize(static_cast<size_t>(count));
+  for (auto& x : f32) x = normal(rng);
+  if (dtype == attn::DType::kFloat32) return;
+  bits16.resize(f32.size());
+  for (size_t i = 0; i < f32.size(); ++i) {
+    bits16[i] = dtype == attn::DType::kBFloat16 ? attn::FloatToBFloat16Bits(f32[i])
+                                                : attn::FloatToFloat16Bits(f32[i]);
+  }
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "attn-bench: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Times an attn backend over shapes on one device.");
+  absl::ParseCommandLine(argc, argv);
+
+  int ordinal = absl::GetFlag(FLAGS_device);
+  if (ordinal == -2) ordinal = attn::CudaDeviceCount() > 0 ? 0 : -1;
+  attn::DeviceContextOptions options;
+  options.arena_bytes = absl::GetFlag(FLAGS_arena_mib) << 20;
+  auto ctx = ordinal < 0 ? attn::DeviceContext::CreateCpu(options)
+                         : attn::DeviceContext::CreateCuda(ordinal, options);
+  if (!ctx.ok()) return Fail(ctx.status());
+  attn::DeviceContext& context = **ctx;
+  std::printf("device: %s\n", context.info().ToString().c_str());
+
+  std::vector<attn::AttentionProblem> problems;
+  for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_dtypes), ',')) {
+    auto dtype = attn::ParseDType(d);
+    if (!dtype.ok()) return Fail(dtype.status());
+    for (absl::string_view t : absl::StrSplit(absl::GetFlag(FLAGS_seq_lens), ',')) {
+      int64_t len = 0;
+      if (!absl::SimpleAtoi(t, &len)) {
+        return Fail(absl::InvalidArgumentError("--seq_lens: not an integer list"));
+      }
+      auto p = attn::AttentionProblem::SelfAttention(
+          absl::GetFlag(FLAGS_batch), len, absl::GetFlag(FLAGS_heads),
+          absl::GetFlag(FLAGS_head_dim), *dtype, absl::GetFlag(FLAGS_causal),
+          absl::GetFlag(FLAGS_kv_heads));
+      if (absl::GetFlag(FLAGS_kv_len) > 0) p.kv_len = absl::GetFlag(FLAGS_kv_len);
+      if (auto s = attn::ValidateProblem(p); !s.ok()) return Fail(s);
+      problems.push_back(p);
+    }
+  }
+  const auto& registry = attn::BackendRegistry::Default();
+  if (absl::GetFlag(FLAGS_list)) {
+    for (const auto& v : registry.Verdicts(problems.front(), context.info())) {
+      std::printf("%-8s %-4s %s\n", v.backend->name().c_str(), v.support.ok() ? "ok" : "no",
+                  v.support.ok() ? v.backend->description().c_str()
+                                 : std::string(v.support.message()).c_str());
+    }
+    return 0;
+  }
+
+  std::printf("%-7s %-36s %10s %10s %10s %9s %9s %12s\n", "backend", "problem", "median ms",
+              "min ms", "p90 ms", "TFLOP/s", "GB/s*", "workspace MB");
+  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+  for (const auto& p : problems) {
+    auto backend = registry.Resolve(absl::GetFlag(FLAGS_backend), p, context.info());
+    if (!backend.ok()) return Fail(backend.status());
+    const int64_t elem = attn::DTypeSize(p.dtype);
+    const int64_t q_bytes = attn::QueryElements(p) * elem, kv_bytes = attn::KeyValueElements(p) * elem;
+    auto q = context.arena().Allocate(q_bytes);
+    auto k = context.arena().Allocate(kv_bytes);
+    auto v = context.arena().Allocate(kv_bytes);
+    auto out = context.arena().Allocate(q_bytes);
+    for (auto* block : {&q, &k, &v, &out}) {
+      if (!block->ok()) return Fail(block->status());
+    }
+    std::vector<uint16_t> bits16;
+    std::vector<float> f32;
+    for (auto* block : {&q, &k, &v}) {
+      FillNormal(bits16, f32, p.dtype, (*block)->size() / elem, rng);
+      const void* src = p.dtype == attn::DType::kFloat32 ? static_cast<const void*>(f32.data())
+                                                         : static_cast<const void*>(bits16.data());
+      if (auto s = context.CopyToDevice((*block)->data(), src, (*block)->size()); !s.ok()) {
+        return Fail(s);
+      }
+    }
+    const auto mem = context.memory();
+    attn::AttentionTensors tensors{
+        attn::TensorView::Contiguous(q->data(), q_bytes, p.dtype, mem, p.batch, p.q_len,
+                                     p.num_heads, p.head_dim),
+        attn::TensorView::Contiguous(k->data(), kv_bytes, p.dtype, mem, p.batch, p.kv_len,
+                                     p.num_kv_heads, p.head_dim),
+        attn::TensorView::Contiguous(v->data(), kv_bytes, p.dtype, mem, p.batch, p.kv_len,
+                                     p.num_kv_heads, p.head_dim),
+        attn::TensorView::Contiguous(out->data(), q_bytes, p.dtype, mem, p.batch, p.q_len,
+                                     p.num_heads, p.head_dim)};
+    auto times = attn::TimeOnDevice(
+        context, [&] { return attn::RunAttention(**backend, p, tensors, context); },
+        absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_repeats));
+    if (!times.ok()) return Fail(times.status());
+    if (auto s = context.Synchronize(); !s.ok()) return Fail(s);
+    std::sort(times->begin(), times->end());
+    const double median = (*times)[times->size() / 2];
+    const double p90 = (*times)[std::min(times->size() - 1, times->size() * 9 / 10)];
+    auto workspace = (*backend)->WorkspaceBytes(p);
+    std::printf("%-7s %-36s %10.4f %10.4f %10.4f %9.2f %9.1f %12.1f\n", (*backend)->name().c_str(),
+                p.ToString().c_str(), median, times->front(), p90,
+                attn::AttentionFlops(p) / (median * 1e9), attn::AttentionMinBytes(p) / (median * 1e6),
+                static_cast<double>(workspace.value_or(0)) / (1 << 20));
+  }
+  std::printf("* GB/s counts the fewest bytes (Q, K, V read once, out written once)\n");
+  return 0;
+}

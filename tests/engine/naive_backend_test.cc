@@ -1,0 +1,210 @@
+// The naive CUDA backend: support rules and workspace (any machine), numerics on the GPU.
+#include <cmath>
+
+#include "attn/attention.h"
+#include "attn/registry.h"
+#include "engine/test_util.h"
+#include "gtest/gtest.h"
+
+namespace attn::testing {
+namespace {
+
+const Backend* Naive() { return BackendRegistry::Default().Find("naive"); }
+
+DeviceInfo FakeGpu(int major, int minor) {
+  DeviceInfo d;
+  d.kind = DeviceKind::kCuda;
+  d.ordinal = 0;
+  d.name = "test GPU";
+  d.cc_major = major;
+  d.cc_minor = minor;
+  return d;
+}
+
+#define ATTN_REQUIRE_NAIVE()                                                       \
+  do {                                                                             \
+    if (Naive() == nullptr) GTEST_SKIP() << "built without CUDA: no naive backend"; \
+  } while (0)
+
+TEST(NaiveSupport, NeedsACudaDevice) {
+  ATTN_REQUIRE_NAIVE();
+  const auto p = AttentionProblem::SelfAttention(1, 8, 1, 8, DType::kFloat32);
+  const absl::Status s = Naive()->CheckSupport(p, CpuDeviceInfo());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "naive: needs a CUDA device");
+}
+
+TEST(NaiveSupport, HalfTypesNeedAmpere) {
+  ATTN_REQUIRE_NAIVE();
+  const auto p = AttentionProblem::SelfAttention(1, 8, 1, 8, DType::kBFloat16);
+  const absl::Status s = Naive()->CheckSupport(p, FakeGpu(7, 5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "naive: bfloat16 GEMMs need compute capability >= 8.0; device has 7.5");
+  EXPECT_TRUE(Naive()->CheckSupport(p, FakeGpu(8, 9)).ok());
+  auto fp32 = p;
+  fp32.dtype = DType::kFloat32;
+  EXPECT_TRUE(Naive()->CheckSupport(fp32, FakeGpu(7, 5)).ok());
+}
+
+TEST(NaiveSupport, HeadDimAboveCublasLimitIsRefused) {
+  ATTN_REQUIRE_NAIVE();
+  auto p = AttentionProblem::SelfAttention(1, 1, 4, int64_t{1} << 30, DType::kFloat32);
+  ASSERT_TRUE(ValidateProblem(p).ok());
+  const absl::Status s = Naive()->CheckSupport(p, FakeGpu(9, 0));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "naive: num_heads * head_dim (leading dimension of q/out) = 4294967296 exceeds "
+            "cuBLAS's int32 limit (2147483647)");
+}
+
+TEST(NaiveWorkspace, IsTheScoreMatrixPlusPointerArrays) {
+  ATTN_REQUIRE_NAIVE();
+  auto p = AttentionProblem::SelfAttention(4, 1024, 8, 64, DType::kBFloat16);
+  // 4*8*1024*1024 float32 scores, then 5 pointers per (b, n).
+  EXPECT_EQ(Naive()->WorkspaceBytes(p).value(), int64_t{4} * 8 * 1024 * 1024 * 4 + 5 * 8 * 32);
+  p.kv_len = 17;  // 4*8*1024*17*4 = 2228224, a multiple of 256
+  EXPECT_EQ(Naive()->WorkspaceBytes(p).value(), int64_t{2228224} + 5 * 8 * 32);
+  p.q_len = 1;  // 4*8*17*4 = 2176 rounds up to 2304
+  EXPECT_EQ(Naive()->WorkspaceBytes(p).value(), int64_t{2304} + 5 * 8 * 32);
+}
+
+struct Shape {
+  int64_t b, t, s, n, k, h;
+};
+
+// The awkward sizes: T in {1, 17, 127, 1000}, S != T, H in {32, 64, 80, 128, 256},
+// K in {N, N/4, 1}.
+const Shape kShapes[] = {
+    {1, 1, 1, 4, 4, 32},      {2, 1, 127, 8, 2, 64},    {2, 17, 17, 8, 8, 80},
+    {1, 17, 1000, 8, 1, 128}, {2, 127, 127, 4, 1, 64},  {1, 127, 33, 8, 2, 256},
+    {1, 1000, 1000, 4, 4, 64}, {1, 1000, 127, 8, 2, 32}, {2, 64, 256, 8, 8, 128},
+    {1, 256, 1000, 4, 1, 80},
+};
+
+class NaiveVersusReference
+    : public ::testing::TestWithParam<std::tuple<DType, Shape, bool>> {};
+
+TEST_P(NaiveVersusReference, MatchesWithinDtypeTolerance) {
+  ATTN_REQUIRE_GPU();
+  const auto [dtype, sh, causal] = GetParam();
+  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
+  Inputs in = RandomInputs(p, 11);
+  auto out = RunOnGpu(in, "naive");
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Comparison c = Compare(*out, Reference(in), ToleranceFor(dtype));
+  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+  RecordProperty("rel_l2", std::to_string(c.rel_l2));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AwkwardShapes, NaiveVersusReference,
+    ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
+                       ::testing::ValuesIn(kShapes), ::testing::Bool()),
+    [](const auto& param_info) {
+      const Shape& s = std::get<1>(param_info.param);
+      return ShapeName(std::get<0>(param_info.param), s.b, s.t, s.s, s.n, s.k, s.h,
+                       std::get<2>(param_info.param));
+    });
+
+TEST(NaiveBackend, ExplicitScaleMatchesReference) {
+  ATTN_REQUIRE_GPU();
+  auto p = AttentionProblem::SelfAttention(2, 33, 4, 64, DType::kFloat32, true);
+  p.scale = 0.37;
+  Inputs in = RandomInputs(p, 12);
+  auto out = RunOnGpu(in, "naive");
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Comparison c = Compare(*out, Reference(in), ToleranceFor(p.dtype));
+  EXPECT_TRUE(c.within) << c.ToString();
+}
+
+TEST(NaiveBackend, AgreesWithCpuBackendOnTheCodelabShape) {
+  ATTN_REQUIRE_GPU();
+  // The codelab's default (B, T, N, H) = (4, 128, 8, 64), in float32 as its naive cell runs.
+  const auto p = AttentionProblem::SelfAttention(4, 128, 8, 64, DType::kFloat32);
+  Inputs in = RandomInputs(p, 13);
+  auto gpu = RunOnGpu(in, "naive");
+  auto cpu = RunOnCpu(in);
+  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  const Comparison c = Compare(*gpu, *cpu, ToleranceFor(p.dtype));
+  EXPECT_TRUE(c.within) << c.ToString();
+}
+
+TEST(NaiveBackend, RepeatedRunsAreBitwiseIdentical) {
+  ATTN_REQUIRE_GPU();
+  const auto p = AttentionProblem::SelfAttention(2, 300, 8, 64, DType::kBFloat16, true, 2);
+  Inputs in = RandomInputs(p, 14);
+  auto a = RunOnGpu(in, "naive");
+  auto b = RunOnGpu(in, "naive");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
+TEST(NaiveBackend, RefusesAWorkspaceSmallerThanReported) {
+  ATTN_REQUIRE_GPU();
+  DeviceContext& gpu = *SharedGpuContext();
+  const auto p = AttentionProblem::SelfAttention(1, 16, 2, 32, DType::kFloat32);
+  const int64_t need = Naive()->WorkspaceBytes(p).value();
+  auto ws = gpu.arena().Allocate(need);
+  auto io = gpu.arena().Allocate(4 * QueryElements(p) * 4);
+  ASSERT_TRUE(ws.ok() && io.ok());
+  char* base = static_cast<char*>(io->data());
+  const int64_t bytes = QueryElements(p) * 4;
+  auto view = [&](int i) {
+    return TensorView::Contiguous(base + i * bytes, bytes, p.dtype, MemoryKind::kDevice, 1, 16, 2,
+                                  32);
+  };
+  AttentionTensors t{view(0), view(1), view(2), view(3)};
+  const absl::Status s = Naive()->Run({p, t, ws->data(), need - 1, gpu});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("smaller than the"), absl::string_view::npos) << s;
+}
+
+TEST(NaiveBackend, ReadsStridedKvWithoutCopies) {
+  ATTN_REQUIRE_GPU();
+  // K and V interleaved in one (B, S, 2, K, H) buffer, as a KV cache stores them.
+  DeviceContext& gpu = *SharedGpuContext();
+  const auto p = AttentionProblem::SelfAttention(2, 40, 8, 64, DType::kBFloat16, true, 2);
+  Inputs in = RandomInputs(p, 15);
+  const int64_t kh = p.num_kv_heads * p.head_dim;
+  std::vector<uint16_t> kv(static_cast<size_t>(2 * KeyValueElements(p)));
+  const auto* k16 = reinterpret_cast<const uint16_t*>(in.k.bytes.data());
+  const auto* v16 = reinterpret_cast<const uint16_t*>(in.v.bytes.data());
+  for (int64_t bs = 0; bs < p.batch * p.kv_len; ++bs)
+    for (int64_t i = 0; i < kh; ++i) {
+      kv[bs * 2 * kh + i] = k16[bs * kh + i];
+      kv[bs * 2 * kh + kh + i] = v16[bs * kh + i];
+    }
+  const int64_t kv_bytes = static_cast<int64_t>(kv.size() * 2);
+  const int64_t q_bytes = static_cast<int64_t>(in.q.bytes.size());
+  auto kv_block = gpu.arena().Allocate(kv_bytes);
+  auto q_block = gpu.arena().Allocate(q_bytes);
+  auto out_block = gpu.arena().Allocate(q_bytes);
+  ASSERT_TRUE(kv_block.ok() && q_block.ok() && out_block.ok());
+  ASSERT_TRUE(gpu.CopyToDevice(kv_block->data(), kv.data(), kv_bytes).ok());
+  ASSERT_TRUE(gpu.CopyToDevice(q_block->data(), in.q.bytes.data(), q_bytes).ok());
+  auto strided = [&](char* data) {
+    TensorView v;
+    v.data = data;
+    v.capacity_bytes = kv_bytes - (data - static_cast<char*>(kv_block->data()));
+    v.dtype = p.dtype;
+    v.memory = MemoryKind::kDevice;
+    v.shape = {p.batch, p.kv_len, p.num_kv_heads, p.head_dim};
+    v.strides = {p.kv_len * 2 * kh, 2 * kh, p.head_dim, 1};
+    return v;
+  };
+  char* kv_base = static_cast<char*>(kv_block->data());
+  AttentionTensors t{
+      TensorView::Contiguous(q_block->data(), q_bytes, p.dtype, MemoryKind::kDevice, p.batch,
+                             p.q_len, p.num_heads, p.head_dim),
+      strided(kv_base), strided(kv_base + kh * 2),
+      TensorView::Contiguous(out_block->data(), q_bytes, p.dtype, MemoryKind::kDevice, p.batch,
+                             p.q_len, p.num_heads, p.head_dim)};
+  ASSERT_TRUE(RunAttention(*Naive(), p, t, gpu).ok());
+  std::vector<uint8_t> out(static_cast<size_t>(q_bytes));
+  ASSERT_TRUE(gpu.CopyToHost(out.data(), out_block->data(), q_bytes).ok());
+  const Comparison c = Compare(Decode(out, p.dtype), Reference(in), ToleranceFor(p.dtype));
+  EXPECT_TRUE(c.within) << c.ToString();
+}
+
+}  // namespace
+}  // namespace attn::testing

@@ -1,0 +1,63 @@
+#include "attn/registry.h"
+
+#include "gtest/gtest.h"
+
+namespace attn {
+namespace {
+
+const AttentionProblem kProblem = AttentionProblem::SelfAttention(1, 16, 2, 32, DType::kFloat32);
+
+TEST(Registry, ListsTheBuiltInBackendsFastestFirst) {
+  std::vector<std::string> names;
+  for (const auto& b : BackendRegistry::Default().backends()) names.push_back(b->name());
+  if (BuiltWithCuda()) {
+    EXPECT_EQ(names, (std::vector<std::string>{"naive", "cpu"}));
+  } else {
+    EXPECT_EQ(names, (std::vector<std::string>{"cpu"}));
+  }
+}
+
+TEST(Registry, AutoPicksCpuOnTheHost) {
+  auto b = BackendRegistry::Default().Resolve("auto", kProblem, CpuDeviceInfo());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->name(), "cpu");
+}
+
+TEST(Registry, AutoPicksAGpuBackendOnAGpu) {
+  if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no GPU backend to pick";
+  DeviceInfo gpu;
+  gpu.kind = DeviceKind::kCuda;
+  gpu.cc_major = 9;
+  auto b = BackendRegistry::Default().Resolve("auto", kProblem, gpu);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->name(), "naive");
+}
+
+TEST(Registry, VerdictsGiveEveryBackendsReason) {
+  DeviceInfo gpu;
+  gpu.kind = DeviceKind::kCuda;
+  gpu.cc_major = 9;
+  for (const auto& v : BackendRegistry::Default().Verdicts(kProblem, gpu)) {
+    if (v.backend->name() == "cpu") {
+      EXPECT_EQ(v.support.message(), "cpu: runs on the host only; pick a GPU backend for a CUDA device");
+    } else {
+      EXPECT_TRUE(v.support.ok()) << v.backend->name() << ": " << v.support;
+    }
+  }
+}
+
+TEST(Registry, UnknownNameListsTheKnownOnes) {
+  auto b = BackendRegistry::Default().Resolve("flash9", kProblem, CpuDeviceInfo());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.status().message().substr(0, 47), "backend: unknown 'flash9'; expected one of auto");
+}
+
+TEST(Registry, NamedBackendThatCannotRunSaysWhy) {
+  if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no naive backend";
+  auto b = BackendRegistry::Default().Resolve("naive", kProblem, CpuDeviceInfo());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b.status().message(), "naive: needs a CUDA device");
+}
+
+}  // namespace
+}  // namespace attn

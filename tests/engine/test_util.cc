@@ -1,0 +1,176 @@
+#include "engine/test_util.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "attn/attention.h"
+#include "attn/registry.h"
+#include "engine/reference.h"
+
+namespace attn::testing {
+
+HostOperand MakeOperand(std::vector<double> values, DType dtype) {
+  HostOperand op;
+  op.bytes.resize(values.size() * static_cast<size_t>(DTypeSize(dtype)));
+  for (size_t i = 0; i < values.size(); ++i) {
+    StoreFromDouble(op.bytes.data(), dtype, static_cast<int64_t>(i), values[i]);
+  }
+  op.values = Decode(op.bytes, dtype);
+  return op;
+}
+
+HostOperand RandomOperand(int64_t count, DType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> values(static_cast<size_t>(count));
+  for (auto& x : values) x = normal(rng);
+  return MakeOperand(std::move(values), dtype);
+}
+
+std::vector<double> Decode(const std::vector<uint8_t>& bytes, DType dtype) {
+  std::vector<double> out(bytes.size() / static_cast<size_t>(DTypeSize(dtype)));
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = LoadAsDouble(bytes.data(), dtype, static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+Inputs RandomInputs(const AttentionProblem& p, uint64_t seed) {
+  return {p, RandomOperand(QueryElements(p), p.dtype, seed * 3 + 1),
+          RandomOperand(KeyValueElements(p), p.dtype, seed * 3 + 2),
+          RandomOperand(KeyValueElements(p), p.dtype, seed * 3 + 3)};
+}
+
+std::vector<double> Reference(const Inputs& in) {
+  return ReferenceAttention(in.problem, in.q.values, in.k.values, in.v.values);
+}
+
+namespace {
+
+AttentionTensors Views(const AttentionProblem& p, MemoryKind mem, void* q, void* k, void* v,
+                       void* out) {
+  const int64_t e = DTypeSize(p.dtype);
+  const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
+  return {TensorView::Contiguous(q, qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim),
+          TensorView::Contiguous(k, kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads,
+                                 p.head_dim),
+          TensorView::Contiguous(v, kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads,
+                                 p.head_dim),
+          TensorView::Contiguous(out, qb, p.dtype, mem, p.batch, p.q_len, p.num_heads,
+                                 p.head_dim)};
+}
+
+absl::StatusOr<const Backend*> Lookup(const std::string& name, const AttentionProblem& p,
+                                      const DeviceInfo& device) {
+  return BackendRegistry::Default().Resolve(name, p, device);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend) {
+  static DeviceContext* cpu = [] {
+    DeviceContextOptions options;
+    options.arena_bytes = int64_t{1} << 30;
+    options.pinned_host_bytes = 0;
+    return DeviceContext::CreateCpu(options).value().release();
+  }();
+  const AttentionProblem& p = in.problem;
+  auto b = Lookup(backend, p, cpu->info());
+  if (!b.ok()) return b.status();
+  std::vector<uint8_t> q = in.q.bytes, k = in.k.bytes, v = in.v.bytes;
+  std::vector<uint8_t> out(q.size(), 0xff);
+  if (auto s = RunAttention(**b, p, Views(p, MemoryKind::kHost, q.data(), k.data(), v.data(),
+                                          out.data()),
+                            *cpu);
+      !s.ok()) {
+    return s;
+  }
+  return Decode(out, p.dtype);
+}
+
+DeviceContext* SharedGpuContext() {
+  static DeviceContext* gpu = []() -> DeviceContext* {
+    if (CudaDeviceCount() == 0) return nullptr;
+    DeviceContextOptions options;
+    options.arena_bytes = int64_t{8} << 30;
+    auto ctx = DeviceContext::CreateCuda(0, options);
+    if (!ctx.ok()) {
+      ADD_FAILURE() << "a CUDA device is present but no context could be made: " << ctx.status();
+      return nullptr;
+    }
+    return ctx->release();
+  }();
+  return gpu;
+}
+
+absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend) {
+  DeviceContext* gpu = SharedGpuContext();
+  if (gpu == nullptr) return absl::FailedPreconditionError("no CUDA device");
+  const AttentionProblem& p = in.problem;
+  auto b = Lookup(backend, p, gpu->info());
+  if (!b.ok()) return b.status();
+  auto q = gpu->arena().Allocate(static_cast<int64_t>(in.q.bytes.size()));
+  auto k = gpu->arena().Allocate(static_cast<int64_t>(in.k.bytes.size()));
+  auto v = gpu->arena().Allocate(static_cast<int64_t>(in.v.bytes.size()));
+  auto out = gpu->arena().Allocate(static_cast<int64_t>(in.q.bytes.size()));
+  for (auto* block : {&q, &k, &v, &out}) {
+    if (!block->ok()) return block->status();
+  }
+  std::vector<uint8_t> result(in.q.bytes.size(), 0xff);  // all-ones: NaN in every dtype
+  for (auto [block, src] : {std::pair{&q, in.q.bytes.data()}, {&k, in.k.bytes.data()},
+                            {&v, in.v.bytes.data()}, {&out, result.data()}}) {
+    if (auto s = gpu->CopyToDevice((*block)->data(), src, (*block)->size()); !s.ok()) return s;
+  }
+  if (auto s = RunAttention(**b, p,
+                            Views(p, MemoryKind::kDevice, q->data(), k->data(),
+                                  v->data(), out->data()),
+                            *gpu);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = gpu->CopyToHost(result.data(), out->data(), out->size()); !s.ok()) return s;
+  return Decode(result, p.dtype);
+}
+
+std::string ShapeName(DType dtype, int64_t b, int64_t t, int64_t s, int64_t n, int64_t k,
+                      int64_t h, bool causal) {
+  return absl::StrFormat("%s_B%d_T%d_S%d_N%d_K%d_H%d%s", DTypeName(dtype), b, t, s, n, k, h,
+                         causal ? "_causal" : "");
+}
+
+std::string Comparison::ToString() const {
+  return absl::StrFormat("max |out - ref| = %.3e, rel L2 = %.3e, worst element %d: out %.6g ref %.6g",
+                         max_abs_error, rel_l2, worst_index, worst_out, worst_ref);
+}
+
+Comparison Compare(const std::vector<double>& out, const std::vector<double>& ref, Tolerance tol) {
+  Comparison c;
+  if (out.size() != ref.size()) {
+    c.within = false;
+    return c;
+  }
+  double err2 = 0, ref2 = 0, worst_ratio = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double err = std::fabs(out[i] - ref[i]);
+    const double allowed = tol.atol + tol.rtol * std::fabs(ref[i]);
+    const double ratio = std::isnan(err) ? std::numeric_limits<double>::infinity() : err / allowed;
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      c.worst_index = static_cast<int64_t>(i);
+      c.worst_out = out[i];
+      c.worst_ref = ref[i];
+    }
+    if (!(err <= allowed)) c.within = false;  // NaN fails too
+    if (!std::isnan(err)) c.max_abs_error = std::fmax(c.max_abs_error, err);
+    err2 += err * err;
+    ref2 += ref[i] * ref[i];
+  }
+  c.rel_l2 = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  if (!(c.rel_l2 <= tol.rel_l2)) c.within = false;
+  return c;
+}
+
+}  // namespace attn::testing

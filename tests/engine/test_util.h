@@ -1,0 +1,70 @@
+// Shared helpers of the engine tests: random operands, running a backend, comparing outputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "attn/device.h"
+#include "attn/problem.h"
+#include "engine/tolerances.h"
+#include "gtest/gtest.h"
+
+namespace attn::testing {
+
+// A host operand: raw bytes in the problem's dtype and the exact values they hold.
+struct HostOperand {
+  std::vector<double> values;
+  std::vector<uint8_t> bytes;
+};
+
+// Rounds `values` to `dtype`; `values` afterwards holds what the bytes represent exactly.
+HostOperand MakeOperand(std::vector<double> values, DType dtype);
+// normal(0, 1) values rounded to `dtype`, reproducible from `seed`.
+HostOperand RandomOperand(int64_t count, DType dtype, uint64_t seed);
+std::vector<double> Decode(const std::vector<uint8_t>& bytes, DType dtype);
+
+struct Inputs {
+  AttentionProblem problem;
+  HostOperand q, k, v;
+};
+Inputs RandomInputs(const AttentionProblem& p, uint64_t seed);
+
+// Float64 reference (reference.h) of the inputs' exact values.
+std::vector<double> Reference(const Inputs& in);
+
+// Runs `backend` on host tensors through a CPU context; returns the decoded output.
+absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend = "cpu");
+
+// Uploads the inputs, fills the output with NaN bit patterns (so unwritten elements fail any
+// comparison), runs `backend` on the shared GPU context and returns the decoded output.
+absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend);
+
+// A context on GPU 0 shared by all tests (creating one costs ~100 ms); null without a GPU.
+DeviceContext* SharedGpuContext();
+
+// A test-name-safe label: "bfloat16_B2_T17_S40_N8_K2_H64_causal".
+std::string ShapeName(DType dtype, int64_t b, int64_t t, int64_t s, int64_t n, int64_t k,
+                      int64_t h, bool causal);
+
+struct Comparison {
+  double max_abs_error = 0;
+  int64_t worst_index = -1;  // element with the largest error relative to its tolerance
+  double worst_out = 0, worst_ref = 0;
+  double rel_l2 = 0;
+  bool within = true;  // every element and the L2 bound met; false for any NaN
+  std::string ToString() const;
+};
+Comparison Compare(const std::vector<double>& out, const std::vector<double>& ref, Tolerance tol);
+
+}  // namespace attn::testing
+
+// Skips the current test with the reason when this machine has no usable CUDA device.
+#define ATTN_REQUIRE_GPU()                                                                 \
+  do {                                                                                     \
+    if (::attn::testing::SharedGpuContext() == nullptr) {                                  \
+      GTEST_SKIP() << (::attn::BuiltWithCuda() ? "no CUDA device on this machine"          \
+                                               : "built without CUDA (ATTN_ENABLE_CUDA)"); \
+    }                                                                                      \
+  } while (0)

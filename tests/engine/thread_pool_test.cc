@@ -1,0 +1,40 @@
+#include "cpu/thread_pool.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace attn {
+namespace {
+
+TEST(ThreadPool, RunsEveryIndexExactlyOnce) {
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> hits(10007);
+  pool.ParallelFor(static_cast<int64_t>(hits.size()), [&](int64_t i) { hits[i]++; });
+  for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPool, ServesConcurrentCallers) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 6; ++c) {
+    callers.emplace_back([&] {
+      for (int r = 0; r < 50; ++r) pool.ParallelFor(100, [&](int64_t i) { total += i; });
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(total.load(), 6 * 50 * 4950);
+}
+
+TEST(ThreadPool, EmptyRangeReturnsAtOnce) {
+  ThreadPool pool(2);
+  bool called = false;
+  pool.ParallelFor(0, [&](int64_t) { called = true; });
+  EXPECT_FALSE(called);
+}
+
+}  // namespace
+}  // namespace attn
