@@ -114,6 +114,10 @@ struct Shape {
   int64_t b, t, s, n, k, h;
   bool causal;
 };
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k << " H=" << s.h
+      << (s.causal ? " causal" : "");
+}
 
 class CpuVersusTripleLoop : public ::testing::TestWithParam<std::tuple<DType, Shape>> {};
 

@@ -71,6 +71,9 @@ TEST(NaiveWorkspace, IsTheScoreMatrixPlusPointerArrays) {
 struct Shape {
   int64_t b, t, s, n, k, h;
 };
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k << " H=" << s.h;
+}
 
 // The awkward sizes: T in {1, 17, 127, 1000}, S != T, H in {32, 64, 80, 128, 256},
 // K in {N, N/4, 1}.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,11 @@
 #include "attn/problem.h"
 #include "engine/tolerances.h"
 #include "gtest/gtest.h"
+
+namespace attn {
+// gtest prints parameters with these instead of their bytes.
+inline void PrintTo(DType dtype, std::ostream* os) { *os << DTypeName(dtype); }
+}  // namespace attn
 
 namespace attn::testing {
 

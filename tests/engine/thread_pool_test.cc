@@ -38,3 +38,24 @@ TEST(ThreadPool, EmptyRangeReturnsAtOnce) {
 
 }  // namespace
 }  // namespace attn
+
+namespace attn {
+namespace {
+
+// Many short jobs on many workers: workers wake for a job that others drain first (the case
+// that once dereferenced a null job).
+TEST(ThreadPool, SurvivesManyShortJobsOnManyWorkers) {
+  ThreadPool pool(16);
+  std::atomic<int64_t> total{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&] {
+      for (int r = 0; r < 3000; ++r) pool.ParallelFor(3, [&](int64_t i) { total += i + 1; });
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(total.load(), 4 * 3000 * 6);
+}
+
+}  // namespace
+}  // namespace attn

@@ -4,6 +4,7 @@
 // machines without a GPU.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -15,12 +16,21 @@
 namespace attn {
 namespace {
 
+// Worker threads: ATTN_CPU_THREADS when set to a positive integer, else one per hardware thread.
+int CpuThreads() {
+  if (const char* env = std::getenv("ATTN_CPU_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 // Rows handed to a thread at once: enough to amortise scheduling, few enough to balance causal.
 constexpr int64_t kRowsPerTask = 16;
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() : pool_(static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+  CpuBackend() : pool_(CpuThreads()) {}
 
   std::string name() const override { return "cpu"; }
   std::string description() const override {

@@ -78,6 +78,8 @@ void ThreadPool::WorkerLoop() {
         }
       }
     }
+    // Indices are claimed outside mu_, so the job seen by the wait may be drained by now.
+    if (job == nullptr) continue;
     job->Drain();
     // The owner may destroy the job as soon as it sees active == 0: touch nothing after this.
     std::lock_guard<std::mutex> job_lock(job->mu);

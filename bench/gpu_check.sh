@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One device call's worth of checks on the GPU machine (see ../shared/gpu/README.md): the GPU
+# tests, then attn-bench beside the peers in the same call. Expects the bundle in .gpu (built
+# here with scripts/gpu-bundle.sh) and writes full logs under $OUT.
+set -uo pipefail
+out=${OUT:-/tmp/attn-gpu}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
+
+echo "== engine tests"
+timeout 300 .gpu/run attn_engine_tests --gtest_brief=1 > "$out/tests.log" 2>&1
+echo "tests exit code $?"
+grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
+grep -B2 -A6 'Failure' "$out/tests.log" | head -60
+
+echo "== naive backend, B=4 T=1024 N=8 H=64 (issue 2), then the codelab sequence sweep"
+bench() { .gpu/run attn-bench --backend=naive --warmup=20 --repeats=100 "$@"; }
+{
+  bench --dtypes=float32,bfloat16 --batch=4 --seq_lens=1024 --heads=8 --head_dim=64
+  bench --dtypes=float32,bfloat16 --batch=4 --seq_lens=1024 --heads=8 --head_dim=64 --causal
+  bench --dtypes=float32,bfloat16 --batch=4 --seq_lens=64,128,256,512,1024 --heads=8 --head_dim=64
+} 2>&1 | tee "$out/bench.log"
+echo "== peers in the same call"
+PYTHONUNBUFFERED=1 timeout 240 python3 bench/naive_peers.py --shape 4,1024,8,64 2>&1 | grep -v Warning | tee "$out/peers.log"
+PYTHONUNBUFFERED=1 timeout 120 python3 bench/naive_peers.py --shape 4,1024,8,64 --causal 2>&1 | grep -v Warning | tee -a "$out/peers.log"
+echo "== ours again (interleaved with the peers for drift)"
+bench --dtypes=float32,bfloat16 --batch=4 --seq_lens=1024 --heads=8 --head_dim=64 2>&1 | tee -a "$out/bench.log"
+echo "== compute-sanitizer memcheck and racecheck on the small naive tests"
+for tool in memcheck racecheck; do
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  timeout 150 .gpu/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
+    --gtest_filter='NaiveBackend.*:*NaiveVersusReference*B2_T17_S17*' --gtest_brief=1 > "$out/$tool.log" 2>&1
+  echo "$tool exit code $? ($(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$out/$tool.log") clean summaries)"
+  grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
+done

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds attn with its tests and runs them.
+# GPU tests skip (with the reason) on machines without a GPU; run them on one with
+# bench/gpu_check.sh. CUDA code is built for one architecture (sm_90) to keep CI short.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+
+build=${ATTN_BUILD_DIR:-build-test}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="${ATTN_CUDA_ARCHITECTURES:-90}" >"$build.configure.log" 2>&1 \
+  || { cat "$build.configure.log"; exit 1; }
+grep -E '^-- attn:' "$build.configure.log"
+cmake --build "$build" -j"$(nproc)"
+cd "$build"
+set +e
+ctest --output-on-failure -j"$(nproc)" >ctest.log 2>&1
+rc=$?
+set -e
+# Everything but the passing and skipped lines (ctest lists each skipped test again at the end).
+sed '/The following tests did not run/,$d' ctest.log | grep -vE 'Test +#[0-9]+: .*(Passed|\*\*\*Skipped)' \
+  | grep -vE '^ *Start +[0-9]+:' || true
+total=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' ctest.log || true)
+skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*\*\*\*Skipped' ctest.log || true)
+echo "== $total tests: $((total - skipped)) ran, $skipped skipped; the reasons gtest gave:"
+./tests/attn_engine_tests --gtest_brief=1 2>&1 | grep -A1 ': Skipped$' | grep -vE ': Skipped$|^--$' | sort | uniq -c
+exit $rc
