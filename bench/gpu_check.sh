@@ -5,10 +5,12 @@
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
 mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
+# At most 8 files come back from $OUT: summary (the caller's tee), tests, bench, peers,
+# memcheck, racecheck, ncu.
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 
 echo "== engine tests"
-timeout 300 .gpu/run attn_engine_tests --gtest_brief=1 > "$out/tests.log" 2>&1
+timeout 300 stdbuf -oL -eL .gpu/run attn_engine_tests --gtest_brief=1 > "$out/tests.log" 2>&1
 echo "tests exit code $?"
 grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
 grep -B2 -A6 'Failure' "$out/tests.log" | head -60
@@ -33,3 +35,14 @@ for tool in memcheck racecheck; do
   echo "$tool exit code $? ($(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$out/$tool.log") clean summaries)"
   grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
 done
+echo "== per-kernel device time of one naive call (ncu), B=4 T=1024 N=8 H=64"
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+for dt in float32 bfloat16; do
+  timeout 120 .gpu/run "$ncu" --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum \
+    attn-bench --backend=naive --dtypes=$dt --batch=4 --seq_lens=1024 --heads=8 --head_dim=64 \
+    --warmup=0 --repeats=1 > "$out/ncu.tmp" 2>&1
+  echo "-- $dt (ncu exit $?)"
+  cat "$out/ncu.tmp" >> "$out/ncu.log"
+  grep -E '^  [A-Za-z_].*\(|gpu__time_duration.sum|dram__bytes.sum' "$out/ncu.tmp" | head -24
+done
+rm -f "$out/ncu.tmp"

@@ -8,7 +8,7 @@ PyTorch (matmul, softmax, matmul; CUDA events around each call, as attn-bench ti
 import argparse, math, statistics, time
 
 
-def jax_naive(shape, dtype, causal, repeats):
+def jax_naive(shape, dtype, causal, repeats, precision=None):
     import jax, jax.numpy as jnp
     B, T, N, H = shape
     dt = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}[dtype]
@@ -19,12 +19,12 @@ def jax_naive(shape, dtype, causal, repeats):
     def naive_attention(q, k, v):  # the codelab's cell, plus an optional causal mask
         scale = 1.0 / math.sqrt(q.shape[-1])
         q_t, k_t, v_t = (jnp.transpose(x, (0, 2, 1, 3)) for x in (q, k, v))
-        scores = jnp.matmul(q_t, jnp.transpose(k_t, (0, 1, 3, 2))) * scale
+        scores = jnp.matmul(q_t, jnp.transpose(k_t, (0, 1, 3, 2)), precision=precision) * scale
         if causal:
             mask = jnp.tril(jnp.ones((T, T), bool))
             scores = jnp.where(mask, scores, -jnp.inf)
         weights = jax.nn.softmax(scores, axis=-1)
-        return jnp.transpose(jnp.matmul(weights, v_t), (0, 2, 1, 3))
+        return jnp.transpose(jnp.matmul(weights, v_t, precision=precision), (0, 2, 1, 3))
 
     for _ in range(10):
         jax.block_until_ready(naive_attention(q, k, v))
@@ -74,14 +74,17 @@ def main():
     shape = tuple(int(x) for x in a.shape.split(","))
     B, T, N, H = shape
     flops = 4.0 * B * N * T * T * H * (0.5 if a.causal else 1.0)
-    print(f"{'peer':<22} {'shape':<16} {'dtype':<9} {'causal':<6} {'median ms':>10} {'TFLOP/s':>8}")
+    print(f"{'peer':<24} {'shape':<16} {'dtype':<9} {'causal':<6} {'median ms':>10} {'TFLOP/s':>8}")
     for dtype in a.dtypes.split(","):
-        for name, fn in (("jax naive (host clock)", jax_naive), ("torch eager (events)", torch_naive)):
+        peers = [("jax naive (host clock)", jax_naive), ("torch eager (events)", torch_naive)]
+        if dtype == "float32":  # JAX's default float32 matmul precision on GPU is TF32; ours is full fp32
+            peers.insert(1, ("jax naive fp32 HIGHEST", lambda *a: jax_naive(*a, precision="highest")))
+        for name, fn in peers:
             try:
                 ms = fn(shape, dtype, a.causal, a.repeats)
-                print(f"{name:<22} {a.shape:<16} {dtype:<9} {str(a.causal):<6} {ms:>10.4f} {flops / ms / 1e9:>8.2f}")
+                print(f"{name:<24} {a.shape:<16} {dtype:<9} {str(a.causal):<6} {ms:>10.4f} {flops / ms / 1e9:>8.2f}")
             except Exception as e:  # a missing framework must not hide the other peer
-                print(f"{name:<22} {a.shape:<16} {dtype:<9} {str(a.causal):<6} failed: {e}")
+                print(f"{name:<24} {a.shape:<16} {dtype:<9} {str(a.causal):<6} failed: {e}")
 
 
 if __name__ == "__main__":

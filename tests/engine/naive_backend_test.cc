@@ -82,6 +82,9 @@ const Shape kShapes[] = {
     {1, 17, 1000, 8, 1, 128}, {2, 127, 127, 4, 1, 64},  {1, 127, 33, 8, 2, 256},
     {1, 1000, 1000, 4, 4, 64}, {1, 1000, 127, 8, 2, 32}, {2, 64, 256, 8, 8, 128},
     {1, 256, 1000, 4, 1, 80},
+    // One shape per softmax path beyond those: warp-resident rows of 16 and 32 float4 per lane,
+    // the shared-memory row cache with S % 4 == 0, and a row too long to cache (two passes).
+    {1, 5, 2048, 2, 2, 64}, {1, 9, 4000, 2, 1, 32}, {1, 4, 6000, 2, 2, 32}, {1, 3, 13000, 2, 1, 32},
 };
 
 class NaiveVersusReference

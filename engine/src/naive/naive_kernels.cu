@@ -37,17 +37,45 @@ __device__ void Merge(float& m, float& l, float m2, float l2) {
   m = mx;
 }
 
-// One block per row (grid-strided). Pass 1 reads the visible scores once, keeping an online
-// max and sum; pass 2 reads them again (from L2 for rows of this size) and writes the
-// probabilities. For half outputs pass 2 works in chunks of kThreads with a barrier between the
-// reads and the writes of a chunk: chunk c's writes cover float elements below (c + 1) *
-// kThreads / 2, all of which were read before, so in-place narrowing never loses a score.
-template <int kThreads, typename OutT>
+// Block-wide merge of every thread's (m, l); all threads get the result.
+template <int kThreads>
+__device__ void BlockMerge(float& m, float& l, float* shared_m, float* shared_l) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    Merge(m, l, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, l, offset));
+  }
+  if (lane == 0) {
+    shared_m[warp] = m;
+    shared_l[warp] = l;
+  }
+  __syncthreads();
+  m = shared_m[0];
+  l = shared_l[0];
+  for (int w = 1; w < kThreads / 32; ++w) Merge(m, l, shared_m[w], shared_l[w]);
+}
+
+__device__ void Accumulate(float x, float& m, float& l) {
+  if (x > m) {
+    l = l * expf(m - x) + 1.f;
+    m = x;
+  } else {
+    l += expf(x - m);
+  }
+}
+
+// One block per row (grid-strided). When the row fits in shared memory (kCached) it is read
+// from global memory once: the online max and sum come from that read, the probabilities from
+// the cached copy. Otherwise a second pass re-reads the row (from L2 for most sizes); for half
+// outputs that pass works in chunks of kThreads with a barrier between the reads and the writes
+// of a chunk: chunk c's writes cover float elements below (c + 1) * kThreads / 2, all of which
+// were read before, so in-place narrowing never loses a score.
+template <int kThreads, bool kCached, typename OutT>
 __global__ void __launch_bounds__(kThreads)
     MaskedSoftmaxKernel(float* scores, int64_t rows, int64_t q_len, int64_t kv_len, float scale,
                         bool causal) {
   __shared__ float shared_m[kThreads / 32], shared_l[kThreads / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  extern __shared__ float cached[];  // kv_len floats when kCached
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float* in = scores + row * kv_len;
     const int64_t t = row % q_len;
@@ -56,59 +84,149 @@ __global__ void __launch_bounds__(kThreads)
     float m = -INFINITY, l = 0.f;
     for (int64_t s = threadIdx.x; s < visible; s += kThreads) {
       const float x = in[s] * scale;
-      if (x > m) {
-        l = l * expf(m - x) + 1.f;
-        m = x;
-      } else {
-        l += expf(x - m);
-      }
+      if constexpr (kCached) cached[s] = x;
+      Accumulate(x, m, l);
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      Merge(m, l, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, l, offset));
-    }
-    if (lane == 0) {
-      shared_m[warp] = m;
-      shared_l[warp] = l;
-    }
-    __syncthreads();
-    m = shared_m[0];
-    l = shared_l[0];
-    for (int w = 1; w < kThreads / 32; ++w) Merge(m, l, shared_m[w], shared_l[w]);
+    BlockMerge<kThreads>(m, l, shared_m, shared_l);
     const float inv_sum = 1.f / l;
 
     OutT* out = reinterpret_cast<OutT*>(in);
-    for (int64_t base = 0; base < kv_len; base += kThreads) {
-      const int64_t s = base + threadIdx.x;
-      float p = 0.f;
-      if (s < visible) p = expf(in[s] * scale - m) * inv_sum;
-      if constexpr (sizeof(OutT) < sizeof(float)) __syncthreads();
-      if (s < kv_len) out[s] = FromFloat<OutT>(p);
+    if constexpr (kCached) {
+      // Each thread reads back only what it cached itself, so no barrier is needed before this
+      // loop; BlockMerge's barrier already ordered every global read before these writes.
+      for (int64_t s = threadIdx.x; s < kv_len; s += kThreads) {
+        out[s] = FromFloat<OutT>(s < visible ? expf(cached[s] - m) * inv_sum : 0.f);
+      }
+    } else {
+      for (int64_t base = 0; base < kv_len; base += kThreads) {
+        const int64_t s = base + threadIdx.x;
+        float p = 0.f;
+        if (s < visible) p = expf(in[s] * scale - m) * inv_sum;
+        if constexpr (sizeof(OutT) < sizeof(float)) __syncthreads();
+        if (s < kv_len) out[s] = FromFloat<OutT>(p);
+      }
     }
-    __syncthreads();  // shared_m/l and the row are reused by the next row
+    __syncthreads();  // shared state is reused by the next row
   }
+}
+
+// One warp per row, the whole row in registers: lane `lane` holds float4 vectors j*32 + lane,
+// j < kVecs, so a row of up to 128 * kVecs scores is read once (16-byte coalesced loads, all
+// issued before the first use), reduced with shuffles only, and written once. Needs kv_len % 4
+// == 0 (rows then stay 16-byte aligned). Narrowing to half in place is safe: every lane's loads
+// have completed once the max reduction, which consumes them, has finished.
+template <int kVecs, typename OutT>
+__global__ void __launch_bounds__(128)
+    WarpSoftmaxKernel(float* scores, int64_t rows, int64_t q_len, int64_t kv_len, float scale,
+                      bool causal) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = blockIdx.x * int64_t{4} + threadIdx.x / 32;
+  if (row >= rows) return;
+  float* in = scores + row * kv_len;
+  const int64_t t = row % q_len;
+  const int64_t visible = causal ? min(kv_len, t + 1) : kv_len;
+  const float4* in4 = reinterpret_cast<const float4*>(in);
+
+  float4 x[kVecs];
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int64_t s = 4 * (int64_t{j} * 32 + lane);
+    x[j] = s < visible ? in4[j * 32 + lane] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+  }
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int64_t s = 4 * (int64_t{j} * 32 + lane);
+    // Keys past `visible` (causal) or past the row are masked to -inf, hence weight 0.
+    x[j].x = s + 0 < visible ? x[j].x * scale : -INFINITY;
+    x[j].y = s + 1 < visible ? x[j].y * scale : -INFINITY;
+    x[j].z = s + 2 < visible ? x[j].z * scale : -INFINITY;
+    x[j].w = s + 3 < visible ? x[j].w * scale : -INFINITY;
+    m = fmaxf(m, fmaxf(fmaxf(x[j].x, x[j].y), fmaxf(x[j].z, x[j].w)));
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  float l = 0.f;
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    x[j].x = expf(x[j].x - m);
+    x[j].y = expf(x[j].y - m);
+    x[j].z = expf(x[j].z - m);
+    x[j].w = expf(x[j].w - m);
+    l += (x[j].x + x[j].y) + (x[j].z + x[j].w);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) l += __shfl_xor_sync(0xffffffffu, l, offset);
+  const float inv_sum = 1.f / l;
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const int64_t v = int64_t{j} * 32 + lane;
+    if (4 * v >= kv_len) break;
+    const float4 p = make_float4(x[j].x * inv_sum, x[j].y * inv_sum, x[j].z * inv_sum, x[j].w * inv_sum);
+    if constexpr (sizeof(OutT) == sizeof(float)) {
+      reinterpret_cast<float4*>(in)[v] = p;
+    } else {
+      struct alignas(8) Four { OutT a, b, c, d; };
+      reinterpret_cast<Four*>(in)[v] = Four{FromFloat<OutT>(p.x), FromFloat<OutT>(p.y),
+                                            FromFloat<OutT>(p.z), FromFloat<OutT>(p.w)};
+    }
+  }
+}
+
+template <int kVecs>
+cudaError_t LaunchWarpSoftmax(float* scores, int64_t rows, int64_t q_len, int64_t kv_len,
+                              float scale, bool causal, SoftmaxOut out, cudaStream_t stream) {
+  const unsigned grid = static_cast<unsigned>((rows + 3) / 4);
+  switch (out) {
+    case SoftmaxOut::kFloat32:
+      WarpSoftmaxKernel<kVecs, float><<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      break;
+    case SoftmaxOut::kBFloat16:
+      WarpSoftmaxKernel<kVecs, __nv_bfloat16><<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      break;
+    case SoftmaxOut::kFloat16:
+      WarpSoftmaxKernel<kVecs, __half><<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+// Rows up to this many floats are cached in shared memory (48 KiB, the default per-block limit,
+// so no opt-in attribute is needed).
+constexpr int64_t kMaxCachedRow = 48 * 1024 / sizeof(float);
+
+template <int kThreads, bool kCached>
+cudaError_t LaunchSoftmaxCached(float* scores, int64_t rows, int64_t q_len, int64_t kv_len,
+                                float scale, bool causal, SoftmaxOut out, cudaStream_t stream) {
+  // Enough blocks to fill any GPU many times over; rows beyond that are grid-strided.
+  const unsigned grid = static_cast<unsigned>(rows < (1 << 20) ? rows : (1 << 20));
+  const size_t smem = kCached ? static_cast<size_t>(kv_len) * sizeof(float) : 0;
+  switch (out) {
+    case SoftmaxOut::kFloat32:
+      MaskedSoftmaxKernel<kThreads, kCached, float>
+          <<<grid, kThreads, smem, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      break;
+    case SoftmaxOut::kBFloat16:
+      MaskedSoftmaxKernel<kThreads, kCached, __nv_bfloat16>
+          <<<grid, kThreads, smem, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      break;
+    case SoftmaxOut::kFloat16:
+      MaskedSoftmaxKernel<kThreads, kCached, __half>
+          <<<grid, kThreads, smem, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      break;
+  }
+  return cudaGetLastError();
 }
 
 template <int kThreads>
 cudaError_t LaunchSoftmaxWith(float* scores, int64_t rows, int64_t q_len, int64_t kv_len,
                               float scale, bool causal, SoftmaxOut out, cudaStream_t stream) {
-  // Enough blocks to fill any GPU many times over; rows beyond that are grid-strided.
-  const unsigned grid = static_cast<unsigned>(rows < (1 << 20) ? rows : (1 << 20));
-  switch (out) {
-    case SoftmaxOut::kFloat32:
-      MaskedSoftmaxKernel<kThreads, float>
-          <<<grid, kThreads, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
-      break;
-    case SoftmaxOut::kBFloat16:
-      MaskedSoftmaxKernel<kThreads, __nv_bfloat16>
-          <<<grid, kThreads, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
-      break;
-    case SoftmaxOut::kFloat16:
-      MaskedSoftmaxKernel<kThreads, __half>
-          <<<grid, kThreads, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
-      break;
+  if (kv_len <= kMaxCachedRow) {
+    return LaunchSoftmaxCached<kThreads, true>(scores, rows, q_len, kv_len, scale, causal, out,
+                                               stream);
   }
-  return cudaGetLastError();
+  return LaunchSoftmaxCached<kThreads, false>(scores, rows, q_len, kv_len, scale, causal, out,
+                                              stream);
 }
 
 }  // namespace
@@ -123,6 +241,16 @@ cudaError_t LaunchNaivePointers(const NaivePointerParams& params, cudaStream_t s
 
 cudaError_t LaunchMaskedSoftmax(float* scores, int64_t rows, int64_t q_len, int64_t kv_len,
                                 float scale, bool causal, SoftmaxOut out, cudaStream_t stream) {
+  // Rows of up to 4096 scores with kv_len % 4 == 0 live in one warp's registers (at most 32
+  // float4 per lane); one read and one write of the row. The block kernels take the rest.
+  if (kv_len % 4 == 0 && rows <= (int64_t{1} << 32)) {  // grid = rows / 4 stays below 2^31
+    if (kv_len <= 128) return LaunchWarpSoftmax<1>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 256) return LaunchWarpSoftmax<2>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 512) return LaunchWarpSoftmax<4>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 1024) return LaunchWarpSoftmax<8>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 2048) return LaunchWarpSoftmax<16>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 4096) return LaunchWarpSoftmax<32>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+  }
   // About four scores per thread in a pass: short rows waste no lanes, long rows keep 256
   // threads streaming.
   if (kv_len <= 128) return LaunchSoftmaxWith<32>(scores, rows, q_len, kv_len, scale, causal, out, stream);
