@@ -9,7 +9,11 @@
 namespace attn {
 
 ArenaBlock::ArenaBlock(ArenaBlock&& other) noexcept
-    : arena_(other.arena_), data_(other.data_), offset_(other.offset_), size_(other.size_) {
+    : arena_(other.arena_),
+      data_(other.data_),
+      offset_(other.offset_),
+      size_(other.size_),
+      reserved_(other.reserved_) {
   other.arena_ = nullptr;
 }
 
@@ -20,6 +24,7 @@ ArenaBlock& ArenaBlock::operator=(ArenaBlock&& other) noexcept {
     data_ = other.data_;
     offset_ = other.offset_;
     size_ = other.size_;
+    reserved_ = other.reserved_;
     other.arena_ = nullptr;
   }
   return *this;
@@ -28,7 +33,7 @@ ArenaBlock& ArenaBlock::operator=(ArenaBlock&& other) noexcept {
 ArenaBlock::~ArenaBlock() { Release(); }
 
 void ArenaBlock::Release() {
-  if (arena_ != nullptr && size_ > 0) arena_->Free(offset_, size_);
+  if (arena_ != nullptr && reserved_ > 0) arena_->Free(offset_, reserved_);
   arena_ = nullptr;
 }
 
@@ -86,7 +91,7 @@ absl::StatusOr<ArenaBlock> Arena::Allocate(int64_t bytes) {
     if (remaining > 0) free_[offset + size] = remaining;
     in_use_ += size;
     peak_ = std::max(peak_, in_use_);
-    return ArenaBlock(this, static_cast<char*>(base_) + offset, offset, size);
+    return ArenaBlock(this, static_cast<char*>(base_) + offset, offset, bytes, size);
   }
   int64_t largest = 0;
   for (const auto& [offset, free_size] : free_) largest = std::max(largest, free_size);

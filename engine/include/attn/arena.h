@@ -24,18 +24,20 @@ class ArenaBlock {
   ~ArenaBlock();
 
   void* data() const { return data_; }
-  int64_t size() const { return size_; }
+  int64_t size() const { return size_; }  // the bytes asked for; the arena reserves a multiple
+                                          // of kAlignment behind them
 
  private:
   friend class Arena;
-  ArenaBlock(Arena* arena, void* data, int64_t offset, int64_t size)
-      : arena_(arena), data_(data), offset_(offset), size_(size) {}
+  ArenaBlock(Arena* arena, void* data, int64_t offset, int64_t size, int64_t reserved)
+      : arena_(arena), data_(data), offset_(offset), size_(size), reserved_(reserved) {}
   void Release();
 
   Arena* arena_ = nullptr;
   void* data_ = nullptr;
   int64_t offset_ = 0;
   int64_t size_ = 0;
+  int64_t reserved_ = 0;
 };
 
 // First-fit allocator over one buffer of host or device memory. Thread-safe. Never grows: a
@@ -53,7 +55,8 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  // A block of at least `bytes` (rounded up to kAlignment). Zero bytes gives an empty block.
+  // A block of `bytes` (kAlignment bytes aligned; the arena reserves `bytes` rounded up to a
+  // multiple of kAlignment). Zero bytes gives an empty block.
   absl::StatusOr<ArenaBlock> Allocate(int64_t bytes);
 
   MemoryKind memory() const { return memory_; }
