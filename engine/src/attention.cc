@@ -5,7 +5,8 @@
 namespace attn {
 
 absl::Status RunAttention(const Backend& backend, const AttentionProblem& problem,
-                          const AttentionTensors& tensors, DeviceContext& context) {
+                          const AttentionTensors& tensors, DeviceContext& context,
+                          const RunOptions& options) {
   if (auto s = ValidateProblem(problem); !s.ok()) return s;
   if (auto s = ValidateTensors(tensors, problem); !s.ok()) return s;
   if (tensors.out.memory != context.memory()) {
@@ -14,7 +15,7 @@ absl::Status RunAttention(const Backend& backend, const AttentionProblem& proble
         " memory but the context runs on ", context.info().ToString()));
   }
   if (auto s = backend.CheckSupport(problem, context.info()); !s.ok()) return s;
-  auto bytes = backend.WorkspaceBytes(problem);
+  auto bytes = backend.WorkspaceBytes(problem, context, options);
   if (!bytes.ok()) return bytes.status();
   auto workspace = context.arena().Allocate(*bytes);
   if (!workspace.ok()) {
@@ -25,7 +26,7 @@ absl::Status RunAttention(const Backend& backend, const AttentionProblem& proble
   // The block returns to the arena when this function ends while the kernels may still be
   // queued: safe, because everything that can reuse the arena's memory is ordered after them on
   // the context's one stream.
-  return backend.Run({problem, tensors, workspace->data(), workspace->size(), context});
+  return backend.Run({problem, tensors, workspace->data(), workspace->size(), context, options});
 }
 
 }  // namespace attn

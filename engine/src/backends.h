@@ -12,9 +12,15 @@ std::unique_ptr<Backend> MakeCpuBackend();
 #if ATTN_HAVE_CUDA
 std::unique_ptr<Backend> MakeNaiveBackend();
 #endif
+#if ATTN_HAVE_CUDNN
+std::unique_ptr<Backend> MakeCudnnBackend();
+#endif
 
 // Registers every built-in backend, fastest first.
 inline void AddBuiltinBackends(BackendRegistry& registry) {
+#if ATTN_HAVE_CUDNN
+  registry.Add(MakeCudnnBackend());
+#endif
 #if ATTN_HAVE_CUDA
   registry.Add(MakeNaiveBackend());
 #endif

@@ -36,6 +36,19 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCpu(
   return ctx;
 }
 
+absl::StatusOr<BackendState*> DeviceContext::GetBackendState(
+    const void* owner,
+    const std::function<absl::StatusOr<std::unique_ptr<BackendState>>()>& make) {
+  std::lock_guard<std::mutex> lock(states_mu_);
+  auto it = states_.find(owner);
+  if (it != states_.end()) return it->second.get();
+  auto state = make();
+  if (!state.ok()) return state.status();
+  BackendState* raw = state->get();
+  states_.emplace(owner, *std::move(state));
+  return raw;
+}
+
 absl::StatusOr<void*> AllocateHostMemory(int64_t bytes) {
   void* p = ::operator new(static_cast<size_t>(bytes), std::align_val_t(Arena::kAlignment),
                            std::nothrow);

@@ -21,7 +21,8 @@
 #include "attn/registry.h"
 #include "attn/timing.h"
 
-ABSL_FLAG(std::string, backend, "auto", "backend name (see --list) or auto");
+ABSL_FLAG(std::string, backend, "auto", "comma list of backend names (see --list) or auto");
+ABSL_FLAG(bool, autotune, false, "let backends with several plans time them and keep the fastest");
 ABSL_FLAG(int, device, -2, "CUDA device ordinal; -1 for the CPU; default: GPU 0 if present");
 ABSL_FLAG(std::string, dtypes, "float32", "comma list of float32, bfloat16, float16");
 ABSL_FLAG(int64_t, batch, 4, "batch size B");
@@ -101,14 +102,15 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  std::printf("%-7s %-36s %10s %10s %10s %9s %9s %12s\n", "backend", "problem", "median ms",
-              "min ms", "p90 ms", "TFLOP/s", "GB/s*", "workspace MB");
+  std::printf("%-7s %-44s %10s %10s %10s %9s %9s %12s %9s\n", "backend", "problem", "median ms",
+              "min ms", "p90 ms", "TFLOP/s", "GB/s*", "workspace MB", "plan ms");
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+  attn::RunOptions run_options;
+  run_options.autotune = absl::GetFlag(FLAGS_autotune);
   for (const auto& p : problems) {
-    auto backend = registry.Resolve(absl::GetFlag(FLAGS_backend), p, context.info());
-    if (!backend.ok()) return Fail(backend.status());
     const int64_t elem = attn::DTypeSize(p.dtype);
-    const int64_t q_bytes = attn::QueryElements(p) * elem, kv_bytes = attn::KeyValueElements(p) * elem;
+    const int64_t q_bytes = attn::QueryElements(p) * elem;
+    const int64_t kv_bytes = attn::KeyValueElements(p) * elem;
     auto q = context.arena().Allocate(q_bytes);
     auto k = context.arena().Allocate(kv_bytes);
     auto v = context.arena().Allocate(kv_bytes);
@@ -136,19 +138,32 @@ int main(int argc, char** argv) {
                                      p.num_kv_heads, p.head_dim),
         attn::TensorView::Contiguous(out->data(), q_bytes, p.dtype, mem, p.batch, p.q_len,
                                      p.num_heads, p.head_dim)};
-    auto times = attn::TimeOnDevice(
-        context, [&] { return attn::RunAttention(**backend, p, tensors, context); },
-        absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_repeats));
-    if (!times.ok()) return Fail(times.status());
-    if (auto s = context.Synchronize(); !s.ok()) return Fail(s);
-    std::sort(times->begin(), times->end());
-    const double median = (*times)[times->size() / 2];
-    const double p90 = (*times)[std::min(times->size() - 1, times->size() * 9 / 10)];
-    auto workspace = (*backend)->WorkspaceBytes(p);
-    std::printf("%-7s %-36s %10.4f %10.4f %10.4f %9.2f %9.1f %12.1f\n", (*backend)->name().c_str(),
-                p.ToString().c_str(), median, times->front(), p90,
-                attn::AttentionFlops(p) / (median * 1e9), attn::AttentionMinBytes(p) / (median * 1e6),
-                static_cast<double>(workspace.value_or(0)) / (1 << 20));
+    for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_backend), ',')) {
+      auto backend = registry.Resolve(name, p, context.info());
+      if (!backend.ok()) {
+        std::printf("%-7s %-44s skipped: %s\n", std::string(name).c_str(), p.ToString().c_str(),
+                    std::string(backend.status().message()).c_str());
+        continue;
+      }
+      const auto before = (*backend)->plan_cache_stats(context);
+      auto times = attn::TimeOnDevice(
+          context, [&] { return attn::RunAttention(**backend, p, tensors, context, run_options); },
+          absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_repeats));
+      if (!times.ok()) return Fail(times.status());
+      if (auto s = context.Synchronize(); !s.ok()) return Fail(s);
+      const auto after = (*backend)->plan_cache_stats(context);
+      std::sort(times->begin(), times->end());
+      const double median = (*times)[times->size() / 2];
+      const double p90 = (*times)[std::min(times->size() - 1, times->size() * 9 / 10)];
+      auto workspace = (*backend)->WorkspaceBytes(p, context, run_options);
+      const double plan_ms =
+          before && after ? (after->build_seconds - before->build_seconds) * 1e3 : 0.0;
+      std::printf("%-7s %-44s %10.4f %10.4f %10.4f %9.2f %9.1f %12.1f %9.1f\n",
+                  (*backend)->name().c_str(), p.ToString().c_str(), median, times->front(), p90,
+                  attn::AttentionFlops(p) / (median * 1e9),
+                  attn::AttentionMinBytes(p) / (median * 1e6),
+                  static_cast<double>(workspace.value_or(0)) / (1 << 20), plan_ms);
+    }
   }
   std::printf("* GB/s counts the fewest bytes (Q, K, V read once, out written once)\n");
   return 0;

@@ -61,11 +61,11 @@ TEST(NaiveWorkspace, IsTheScoreMatrixPlusPointerArrays) {
   ATTN_REQUIRE_NAIVE();
   auto p = AttentionProblem::SelfAttention(4, 1024, 8, 64, DType::kBFloat16);
   // 4*8*1024*1024 float32 scores, then 5 pointers per (b, n).
-  EXPECT_EQ(Naive()->WorkspaceBytes(p).value(), int64_t{4} * 8 * 1024 * 1024 * 4 + 5 * 8 * 32);
+  EXPECT_EQ(Naive()->WorkspaceBytes(p, SharedCpuContext()).value(), int64_t{4} * 8 * 1024 * 1024 * 4 + 5 * 8 * 32);
   p.kv_len = 17;  // 4*8*1024*17*4 = 2228224, a multiple of 256
-  EXPECT_EQ(Naive()->WorkspaceBytes(p).value(), int64_t{2228224} + 5 * 8 * 32);
+  EXPECT_EQ(Naive()->WorkspaceBytes(p, SharedCpuContext()).value(), int64_t{2228224} + 5 * 8 * 32);
   p.q_len = 1;  // 4*8*17*4 = 2176 rounds up to 2304
-  EXPECT_EQ(Naive()->WorkspaceBytes(p).value(), int64_t{2304} + 5 * 8 * 32);
+  EXPECT_EQ(Naive()->WorkspaceBytes(p, SharedCpuContext()).value(), int64_t{2304} + 5 * 8 * 32);
 }
 
 struct Shape {
@@ -149,7 +149,7 @@ TEST(NaiveBackend, RefusesAWorkspaceSmallerThanReported) {
   ATTN_REQUIRE_GPU();
   DeviceContext& gpu = *SharedGpuContext();
   const auto p = AttentionProblem::SelfAttention(1, 16, 2, 32, DType::kFloat32);
-  const int64_t need = Naive()->WorkspaceBytes(p).value();
+  const int64_t need = Naive()->WorkspaceBytes(p, SharedCpuContext()).value();
   auto ws = gpu.arena().Allocate(need);
   auto io = gpu.arena().Allocate(4 * QueryElements(p) * 4);
   ASSERT_TRUE(ws.ok() && io.ok());

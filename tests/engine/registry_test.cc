@@ -10,7 +10,9 @@ const AttentionProblem kProblem = AttentionProblem::SelfAttention(1, 16, 2, 32, 
 TEST(Registry, ListsTheBuiltInBackendsFastestFirst) {
   std::vector<std::string> names;
   for (const auto& b : BackendRegistry::Default().backends()) names.push_back(b->name());
-  if (BuiltWithCuda()) {
+  if (ATTN_HAVE_CUDNN) {
+    EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "naive", "cpu"}));
+  } else if (BuiltWithCuda()) {
     EXPECT_EQ(names, (std::vector<std::string>{"naive", "cpu"}));
   } else {
     EXPECT_EQ(names, (std::vector<std::string>{"cpu"}));
@@ -40,6 +42,8 @@ TEST(Registry, VerdictsGiveEveryBackendsReason) {
   for (const auto& v : BackendRegistry::Default().Verdicts(kProblem, gpu)) {
     if (v.backend->name() == "cpu") {
       EXPECT_EQ(v.support.message(), "cpu: runs on the host only; pick a GPU backend for a CUDA device");
+    } else if (v.backend->name() == "cudnn") {  // kProblem is float32
+      EXPECT_EQ(v.support.message(), "cudnn: cuDNN SDPA requires bfloat16 or float16 input; got float32");
     } else {
       EXPECT_TRUE(v.support.ok()) << v.backend->name() << ": " << v.support;
     }

@@ -70,13 +70,18 @@ absl::StatusOr<const Backend*> Lookup(const std::string& name, const AttentionPr
 
 }  // namespace
 
-absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend) {
+DeviceContext& SharedCpuContext() {
   static DeviceContext* cpu = [] {
     DeviceContextOptions options;
     options.arena_bytes = int64_t{1} << 30;
     options.pinned_host_bytes = 0;
     return DeviceContext::CreateCpu(options).value().release();
   }();
+  return *cpu;
+}
+
+absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend) {
+  DeviceContext* cpu = &SharedCpuContext();
   const AttentionProblem& p = in.problem;
   auto b = Lookup(backend, p, cpu->info());
   if (!b.ok()) return b.status();

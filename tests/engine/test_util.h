@@ -47,6 +47,9 @@ absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string
 // comparison), runs `backend` on the shared GPU context and returns the decoded output.
 absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend);
 
+// A CPU context shared by all tests (1 GiB host arena).
+DeviceContext& SharedCpuContext();
+
 // A context on GPU 0 shared by all tests (creating one costs ~100 ms); null without a GPU.
 DeviceContext* SharedGpuContext();
 

@@ -14,6 +14,7 @@ namespace attn {
 // is queued on the context's stream when this returns; synchronise before reading `out` on the
 // host. Nothing is launched unless every check passed.
 absl::Status RunAttention(const Backend& backend, const AttentionProblem& problem,
-                          const AttentionTensors& tensors, DeviceContext& context);
+                          const AttentionTensors& tensors, DeviceContext& context,
+                          const RunOptions& options = {});
 
 }  // namespace attn

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -12,6 +13,13 @@
 
 namespace attn {
 
+// Per-call choices that do not change the result beyond rounding.
+struct RunOptions {
+  // Backends with several candidate plans (cudnn) time each on the call's real buffers once per
+  // problem and keep the fastest; later calls reuse it. Off: the library heuristic's first plan.
+  bool autotune = false;
+};
+
 // One call of a backend. Tensors have been checked by ValidateTensors and live in the context's
 // memory kind; `workspace` holds at least WorkspaceBytes(problem) bytes of the same kind.
 struct RunArgs {
@@ -20,6 +28,17 @@ struct RunArgs {
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
   DeviceContext& context;
+  RunOptions options = {};
+};
+
+// Counters of a backend's per-device plan cache.
+struct PlanCacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;          // each one built a plan
+  int64_t entries = 0;
+  int64_t capacity = 0;
+  double build_seconds = 0;     // total time spent building plans (and autotuning)
+  double last_build_seconds = 0;
 };
 
 class Backend {
@@ -39,13 +58,21 @@ class Backend {
   [[nodiscard]] virtual absl::Status CheckSupport(const AttentionProblem& problem,
                                                   const DeviceInfo& device) const = 0;
 
-  // Exact scratch bytes Run needs for `problem`, so callers can admit or refuse work up front.
-  [[nodiscard]] virtual absl::StatusOr<int64_t> WorkspaceBytes(
-      const AttentionProblem& problem) const = 0;
+  // Exact scratch bytes Run needs for `problem` on `context` with packed BTNH tensors, so callers
+  // can admit or refuse work up front. Backends that must build a plan to know (cudnn) build and
+  // cache it here.
+  [[nodiscard]] virtual absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& problem,
+                                                               DeviceContext& context,
+                                                               const RunOptions& options = {}) const = 0;
 
   // Computes args.tensors.out, enqueued on args.context's stream (synchronous on the CPU).
   // Returns once the work is queued; errors from the launch itself are reported here.
   [[nodiscard]] virtual absl::Status Run(const RunArgs& args) const = 0;
+
+  // The plan cache's counters on `context`, for backends that keep one.
+  virtual std::optional<PlanCacheStats> plan_cache_stats(DeviceContext& context) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace attn

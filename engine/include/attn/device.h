@@ -2,7 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -47,6 +50,13 @@ absl::StatusOr<DeviceInfo> QueryCudaDevice(int ordinal);
 // Describes this machine's CPU as a device.
 DeviceInfo CpuDeviceInfo();
 
+// What a backend keeps per device (library handles, plan caches); owned by the DeviceContext
+// and destroyed before its stream.
+class BackendState {
+ public:
+  virtual ~BackendState() = default;
+};
+
 struct DeviceContextOptions {
   int64_t arena_bytes = int64_t{1} << 30;        // device (or host, for the CPU) arena, made once
   int64_t pinned_host_bytes = int64_t{64} << 20;  // page-locked staging for request tensors
@@ -81,6 +91,11 @@ class DeviceContext {
   CudaStream stream() const { return stream_; }
   CublasHandle cublas() const { return cublas_; }
 
+  // The state `owner` (a backend) keeps on this device, made by `make` on first use and kept
+  // until the context goes. Thread-safe; a failed `make` is returned and retried next time.
+  absl::StatusOr<BackendState*> GetBackendState(
+      const void* owner, const std::function<absl::StatusOr<std::unique_ptr<BackendState>>()>& make);
+
   // Waits for all work queued on the stream; reports a device error if one occurred.
   absl::Status Synchronize();
 
@@ -96,6 +111,8 @@ class DeviceContext {
   std::unique_ptr<Arena> pinned_;
   CudaStream stream_ = nullptr;
   CublasHandle cublas_ = nullptr;
+  std::mutex states_mu_;
+  std::map<const void*, std::unique_ptr<BackendState>> states_;
 };
 
 }  // namespace attn

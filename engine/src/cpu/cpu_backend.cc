@@ -45,7 +45,12 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p) const override {
+  absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext&,
+                                         const RunOptions& = {}) const override {
+    return Bytes(p);
+  }
+
+  static absl::StatusOr<int64_t> Bytes(const AttentionProblem& p) {
     // Q, K and V widened to double, packed BTNH.
     const int64_t elements = QueryElements(p) + 2 * KeyValueElements(p);
     return CheckedMul(elements, static_cast<int64_t>(sizeof(double)), "cpu workspace bytes");
@@ -57,7 +62,7 @@ class CpuBackend final : public Backend {
     if (t.out.memory != MemoryKind::kHost) {
       return absl::InvalidArgumentError("cpu: tensors must be in host memory");
     }
-    auto need = WorkspaceBytes(p);
+    auto need = Bytes(p);
     if (!need.ok()) return need.status();
     if (args.workspace_bytes < *need) {
       return absl::InvalidArgumentError(absl::StrFormat(

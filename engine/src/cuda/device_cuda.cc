@@ -64,6 +64,7 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCuda(
 
 DeviceContext::~DeviceContext() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  states_.clear();  // backend handles may reference the stream
   arena_.reset();  // before the stream goes, so no queued kernel outlives its memory
   pinned_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);

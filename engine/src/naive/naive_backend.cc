@@ -75,7 +75,13 @@ class NaiveBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p) const override {
+  absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext&,
+                                         const RunOptions& = {}) const override {
+    return Bytes(p);
+  }
+
+  static absl::StatusOr<int64_t> Bytes(const AttentionProblem& p) {
+    // The float32 score matrix, then one device pointer per (b, n) for each GEMM operand.
     // The float32 score matrix, then one device pointer per (b, n) for each GEMM operand.
     const int64_t scores = RoundUp(ScoreElements(p) * 4, 256);
     auto pointers = CheckedMul(p.batch * p.num_heads, kPointerArrays * 8, "naive pointer arrays");
@@ -92,7 +98,7 @@ class NaiveBackend final : public Backend {
     if (t.out.memory != MemoryKind::kDevice) {
       return absl::InvalidArgumentError("naive: tensors must be in device memory");
     }
-    auto need = WorkspaceBytes(p);
+    auto need = Bytes(p);
     if (!need.ok()) return need.status();
     if (args.workspace_bytes < *need) {
       return absl::InvalidArgumentError(absl::StrFormat(

@@ -1,0 +1,188 @@
+// The cudnn backend: cuDNN's rules as reasons (any machine), numerics and the plan cache on the GPU.
+#include <cmath>
+
+#include "attn/attention.h"
+#include "attn/registry.h"
+#include "engine/test_util.h"
+#include "gtest/gtest.h"
+
+namespace attn::testing {
+namespace {
+
+const Backend* Cudnn() { return BackendRegistry::Default().Find("cudnn"); }
+
+DeviceInfo Gpu(int major, int minor) {
+  DeviceInfo d;
+  d.kind = DeviceKind::kCuda;
+  d.cc_major = major;
+  d.cc_minor = minor;
+  return d;
+}
+
+#define ATTN_REQUIRE_CUDNN()                                                             \
+  do {                                                                                   \
+    if (Cudnn() == nullptr) GTEST_SKIP() << "built without cuDNN (ATTN_ENABLE_CUDNN)";    \
+  } while (0)
+
+TEST(CudnnSupport, Float32IsRefusedWithTheCodelabsReason) {
+  ATTN_REQUIRE_CUDNN();
+  const auto p = AttentionProblem::SelfAttention(4, 128, 8, 64, DType::kFloat32);
+  const absl::Status s = Cudnn()->CheckSupport(p, Gpu(9, 0));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "cudnn: cuDNN SDPA requires bfloat16 or float16 input; got float32");
+  // "auto" does not fail: it falls through to a backend that takes float32.
+  auto picked = BackendRegistry::Default().Resolve("auto", p, Gpu(9, 0));
+  ASSERT_TRUE(picked.ok());
+  EXPECT_NE((*picked)->name(), "cudnn");
+}
+
+TEST(CudnnSupport, StatesDeviceAndHeadDimRules) {
+  ATTN_REQUIRE_CUDNN();
+  auto p = AttentionProblem::SelfAttention(1, 64, 4, 64, DType::kBFloat16);
+  EXPECT_EQ(Cudnn()->CheckSupport(p, Gpu(7, 5)).message(),
+            "cudnn: cuDNN flash attention needs compute capability >= 8.0; device has 7.5");
+  EXPECT_EQ(Cudnn()->CheckSupport(p, CpuDeviceInfo()).message(), "cudnn: needs a CUDA device");
+  p.head_dim = 20;
+  EXPECT_EQ(Cudnn()->CheckSupport(p, Gpu(9, 0)).message(),
+            "cudnn: head_dim must be a multiple of 8; got 20");
+  p.head_dim = 256;
+  EXPECT_TRUE(Cudnn()->CheckSupport(p, Gpu(9, 0)).ok());
+  EXPECT_EQ(Cudnn()->CheckSupport(p, Gpu(8, 9)).message(),
+            "cudnn: head_dim must be <= 128 on compute capability 8.9; got 256");
+  p.head_dim = 264;
+  EXPECT_EQ(Cudnn()->CheckSupport(p, Gpu(9, 0)).message(),
+            "cudnn: head_dim must be <= 256 on compute capability 9.0; got 264");
+}
+
+struct Shape {
+  int64_t b, t, s, n, k, h;
+};
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k << " H=" << s.h;
+}
+
+// The awkward sizes (T = 1, 17, 127, 1000; S != T; H = 32..256; K = N, N/4, 1).
+const Shape kShapes[] = {
+    {1, 1, 1, 4, 4, 32},       {2, 1, 127, 8, 2, 64},    {2, 17, 17, 8, 8, 80},
+    {1, 17, 1000, 8, 1, 128},  {2, 127, 127, 4, 1, 64},  {1, 127, 33, 8, 2, 256},
+    {1, 1000, 1000, 4, 4, 64}, {1, 1000, 127, 8, 2, 32}, {2, 64, 256, 8, 8, 128},
+    {1, 256, 1000, 4, 1, 80},
+};
+
+class CudnnVersusReference : public ::testing::TestWithParam<std::tuple<DType, Shape, bool>> {};
+
+TEST_P(CudnnVersusReference, WithinToleranceAndAtMostTwiceTheNaiveError) {
+  ATTN_REQUIRE_CUDNN();
+  ATTN_REQUIRE_GPU();
+  const auto [dtype, sh, causal] = GetParam();
+  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
+  Inputs in = RandomInputs(p, 21);
+  auto out = RunOnGpu(in, "cudnn");
+  ASSERT_TRUE(out.ok()) << out.status();
+  auto naive = RunOnGpu(in, "naive");
+  ASSERT_TRUE(naive.ok()) << naive.status();
+  const std::vector<double> ref = Reference(in);
+  const Comparison c = Compare(*out, ref, ToleranceFor(dtype));
+  const Comparison n = Compare(*naive, ref, ToleranceFor(dtype));
+  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+  // Same-precision fast path: at most ~2x the naive path's error (with a floor for the exact
+  // cases, e.g. S = 1 where both return V).
+  EXPECT_LE(c.rel_l2, 2.0 * n.rel_l2 + 1e-5)
+      << p.ToString() << ": cudnn " << c.ToString() << " vs naive " << n.ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AwkwardShapes, CudnnVersusReference,
+    ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
+                       ::testing::ValuesIn(kShapes), ::testing::Bool()),
+    [](const auto& param_info) {
+      const Shape& s = std::get<1>(param_info.param);
+      return ShapeName(std::get<0>(param_info.param), s.b, s.t, s.s, s.n, s.k, s.h,
+                       std::get<2>(param_info.param));
+    });
+
+TEST(CudnnBackend, CloseToNaiveBf16AtTheCodelabShape) {
+  ATTN_REQUIRE_CUDNN();
+  ATTN_REQUIRE_GPU();
+  // The seed's check: cuDNN vs naive-bf16 outputs close at rtol = atol = 1e-2.
+  const auto p = AttentionProblem::SelfAttention(4, 128, 8, 64, DType::kBFloat16);
+  Inputs in = RandomInputs(p, 22);
+  auto a = RunOnGpu(in, "cudnn");
+  auto b = RunOnGpu(in, "naive");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const Comparison c = Compare(*a, *b, {1e-2, 1e-2, 1.0});
+  EXPECT_TRUE(c.within) << c.ToString();
+}
+
+TEST(CudnnBackend, CausalChangesRowZeroAndKeepsTheLastRow) {
+  ATTN_REQUIRE_CUDNN();
+  ATTN_REQUIRE_GPU();
+  auto p = AttentionProblem::SelfAttention(2, 256, 4, 64, DType::kBFloat16);
+  Inputs in = RandomInputs(p, 23);
+  auto full = RunOnGpu(in, "cudnn");
+  in.problem.causal = true;
+  auto causal = RunOnGpu(in, "cudnn");
+  ASSERT_TRUE(full.ok() && causal.ok());
+  const int64_t T = p.q_len, NH = p.num_heads * p.head_dim;
+  double first = 0, last = 0;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t i = 0; i < NH; ++i) {
+      first = std::fmax(first, std::fabs((*full)[(b * T) * NH + i] - (*causal)[(b * T) * NH + i]));
+      last = std::fmax(last, std::fabs((*full)[(b * T + T - 1) * NH + i] -
+                                       (*causal)[(b * T + T - 1) * NH + i]));
+    }
+  EXPECT_GT(first, 0.1) << "masking did not change the first position";
+  EXPECT_LE(last, 1e-2) << "the last position sees every key either way";
+}
+
+TEST(CudnnBackend, PlanCacheBuildsOncePerKey) {
+  ATTN_REQUIRE_CUDNN();
+  ATTN_REQUIRE_GPU();
+  DeviceContext& gpu = *SharedGpuContext();
+  const auto p = AttentionProblem::SelfAttention(1, 96, 2, 64, DType::kFloat16, true);
+  Inputs in = RandomInputs(p, 24);
+  const PlanCacheStats before = Cudnn()->plan_cache_stats(gpu).value();
+  ASSERT_TRUE(RunOnGpu(in, "cudnn").ok());
+  const PlanCacheStats once = Cudnn()->plan_cache_stats(gpu).value();
+  ASSERT_TRUE(RunOnGpu(in, "cudnn").ok());
+  const PlanCacheStats twice = Cudnn()->plan_cache_stats(gpu).value();
+  EXPECT_EQ(once.misses, before.misses + 1);  // built once (by WorkspaceBytes)
+  EXPECT_EQ(twice.misses, once.misses);        // then only hits
+  EXPECT_GE(twice.hits, once.hits + 2);        // workspace query and run
+  EXPECT_GT(once.build_seconds, before.build_seconds);
+  EXPECT_EQ(twice.entries, once.entries);
+}
+
+TEST(CudnnBackend, AutotuneGivesTheSameResult) {
+  ATTN_REQUIRE_CUDNN();
+  ATTN_REQUIRE_GPU();
+  DeviceContext& gpu = *SharedGpuContext();
+  const auto p = AttentionProblem::SelfAttention(2, 512, 4, 128, DType::kBFloat16, true, 2);
+  Inputs in = RandomInputs(p, 25);
+  auto heuristic = RunOnGpu(in, "cudnn");
+  ASSERT_TRUE(heuristic.ok());
+  const int64_t e = DTypeSize(p.dtype), qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
+  auto block = gpu.arena().Allocate(2 * qb + 2 * kvb);
+  ASSERT_TRUE(block.ok());
+  char* base = static_cast<char*>(block->data());
+  ASSERT_TRUE(gpu.CopyToDevice(base, in.q.bytes.data(), qb).ok());
+  ASSERT_TRUE(gpu.CopyToDevice(base + qb, in.k.bytes.data(), kvb).ok());
+  ASSERT_TRUE(gpu.CopyToDevice(base + qb + kvb, in.v.bytes.data(), kvb).ok());
+  const auto mem = MemoryKind::kDevice;
+  AttentionTensors t{
+      TensorView::Contiguous(base, qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim),
+      TensorView::Contiguous(base + qb, kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
+      TensorView::Contiguous(base + qb + kvb, kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
+      TensorView::Contiguous(base + qb + 2 * kvb, qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim)};
+  RunOptions tuned;
+  tuned.autotune = true;
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(RunAttention(*Cudnn(), p, t, gpu, tuned).ok());
+  std::vector<uint8_t> out(static_cast<size_t>(qb));
+  ASSERT_TRUE(gpu.CopyToHost(out.data(), base + qb + 2 * kvb, qb).ok());
+  const Comparison c = Compare(Decode(out, p.dtype), *heuristic, ToleranceFor(p.dtype));
+  EXPECT_TRUE(c.within) << c.ToString();
+  EXPECT_TRUE(Compare(Decode(out, p.dtype), Reference(in), ToleranceFor(p.dtype)).within);
+}
+
+}  // namespace
+}  // namespace attn::testing
