@@ -11,13 +11,6 @@ namespace {
 
 const Backend* Cudnn() { return BackendRegistry::Default().Find("cudnn"); }
 
-DeviceInfo Gpu(int major, int minor) {
-  DeviceInfo d;
-  d.kind = DeviceKind::kCuda;
-  d.cc_major = major;
-  d.cc_minor = minor;
-  return d;
-}
 
 #define ATTN_REQUIRE_CUDNN()                                                             \
   do {                                                                                   \
@@ -27,11 +20,11 @@ DeviceInfo Gpu(int major, int minor) {
 TEST(CudnnSupport, Float32IsRefusedWithTheCodelabsReason) {
   ATTN_REQUIRE_CUDNN();
   const auto p = AttentionProblem::SelfAttention(4, 128, 8, 64, DType::kFloat32);
-  const absl::Status s = Cudnn()->CheckSupport(p, Gpu(9, 0));
+  const absl::Status s = Cudnn()->CheckSupport(p, FakeGpu(9, 0));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.message(), "cudnn: cuDNN SDPA requires bfloat16 or float16 input; got float32");
   // "auto" does not fail: it falls through to a backend that takes float32.
-  auto picked = BackendRegistry::Default().Resolve("auto", p, Gpu(9, 0));
+  auto picked = BackendRegistry::Default().Resolve("auto", p, FakeGpu(9, 0));
   ASSERT_TRUE(picked.ok());
   EXPECT_NE((*picked)->name(), "cudnn");
 }
@@ -39,27 +32,21 @@ TEST(CudnnSupport, Float32IsRefusedWithTheCodelabsReason) {
 TEST(CudnnSupport, StatesDeviceAndHeadDimRules) {
   ATTN_REQUIRE_CUDNN();
   auto p = AttentionProblem::SelfAttention(1, 64, 4, 64, DType::kBFloat16);
-  EXPECT_EQ(Cudnn()->CheckSupport(p, Gpu(7, 5)).message(),
+  EXPECT_EQ(Cudnn()->CheckSupport(p, FakeGpu(7, 5)).message(),
             "cudnn: cuDNN flash attention needs compute capability >= 8.0; device has 7.5");
   EXPECT_EQ(Cudnn()->CheckSupport(p, CpuDeviceInfo()).message(), "cudnn: needs a CUDA device");
   p.head_dim = 20;
-  EXPECT_EQ(Cudnn()->CheckSupport(p, Gpu(9, 0)).message(),
+  EXPECT_EQ(Cudnn()->CheckSupport(p, FakeGpu(9, 0)).message(),
             "cudnn: head_dim must be a multiple of 8; got 20");
   p.head_dim = 256;
-  EXPECT_TRUE(Cudnn()->CheckSupport(p, Gpu(9, 0)).ok());
-  EXPECT_EQ(Cudnn()->CheckSupport(p, Gpu(8, 9)).message(),
+  EXPECT_TRUE(Cudnn()->CheckSupport(p, FakeGpu(9, 0)).ok());
+  EXPECT_EQ(Cudnn()->CheckSupport(p, FakeGpu(8, 9)).message(),
             "cudnn: head_dim must be <= 128 on compute capability 8.9; got 256");
   p.head_dim = 264;
-  EXPECT_EQ(Cudnn()->CheckSupport(p, Gpu(9, 0)).message(),
+  EXPECT_EQ(Cudnn()->CheckSupport(p, FakeGpu(9, 0)).message(),
             "cudnn: head_dim must be <= 256 on compute capability 9.0; got 264");
 }
 
-struct Shape {
-  int64_t b, t, s, n, k, h;
-};
-void PrintTo(const Shape& s, std::ostream* os) {
-  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k << " H=" << s.h;
-}
 
 // The awkward sizes (T = 1, 17, 127, 1000; S != T; H = 32..256; K = N, N/4, 1).
 const Shape kShapes[] = {
@@ -69,7 +56,7 @@ const Shape kShapes[] = {
     {1, 256, 1000, 4, 1, 80},
 };
 
-class CudnnVersusReference : public ::testing::TestWithParam<std::tuple<DType, Shape, bool>> {};
+class CudnnVersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {};
 
 TEST_P(CudnnVersusReference, WithinToleranceAndAtMostTwiceTheNaiveError) {
   ATTN_REQUIRE_CUDNN();
@@ -95,11 +82,7 @@ INSTANTIATE_TEST_SUITE_P(
     AwkwardShapes, CudnnVersusReference,
     ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
                        ::testing::ValuesIn(kShapes), ::testing::Bool()),
-    [](const auto& param_info) {
-      const Shape& s = std::get<1>(param_info.param);
-      return ShapeName(std::get<0>(param_info.param), s.b, s.t, s.s, s.n, s.k, s.h,
-                       std::get<2>(param_info.param));
-    });
+    DtypeShapeCausalName);
 
 TEST(CudnnBackend, CloseToNaiveBf16AtTheCodelabShape) {
   ATTN_REQUIRE_CUDNN();

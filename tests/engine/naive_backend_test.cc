@@ -11,15 +11,6 @@ namespace {
 
 const Backend* Naive() { return BackendRegistry::Default().Find("naive"); }
 
-DeviceInfo FakeGpu(int major, int minor) {
-  DeviceInfo d;
-  d.kind = DeviceKind::kCuda;
-  d.ordinal = 0;
-  d.name = "test GPU";
-  d.cc_major = major;
-  d.cc_minor = minor;
-  return d;
-}
 
 #define ATTN_REQUIRE_NAIVE()                                                       \
   do {                                                                             \
@@ -68,12 +59,6 @@ TEST(NaiveWorkspace, IsTheScoreMatrixPlusPointerArrays) {
   EXPECT_EQ(Naive()->WorkspaceBytes(p, SharedCpuContext()).value(), int64_t{2304} + 5 * 8 * 32);
 }
 
-struct Shape {
-  int64_t b, t, s, n, k, h;
-};
-void PrintTo(const Shape& s, std::ostream* os) {
-  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k << " H=" << s.h;
-}
 
 // The awkward sizes: T in {1, 17, 127, 1000}, S != T, H in {32, 64, 80, 128, 256},
 // K in {N, N/4, 1}.
@@ -88,7 +73,7 @@ const Shape kShapes[] = {
 };
 
 class NaiveVersusReference
-    : public ::testing::TestWithParam<std::tuple<DType, Shape, bool>> {};
+    : public ::testing::TestWithParam<DtypeShapeCausal> {};
 
 TEST_P(NaiveVersusReference, MatchesWithinDtypeTolerance) {
   ATTN_REQUIRE_GPU();
@@ -106,11 +91,7 @@ INSTANTIATE_TEST_SUITE_P(
     AwkwardShapes, NaiveVersusReference,
     ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
                        ::testing::ValuesIn(kShapes), ::testing::Bool()),
-    [](const auto& param_info) {
-      const Shape& s = std::get<1>(param_info.param);
-      return ShapeName(std::get<0>(param_info.param), s.b, s.t, s.s, s.n, s.k, s.h,
-                       std::get<2>(param_info.param));
-    });
+    DtypeShapeCausalName);
 
 TEST(NaiveBackend, ExplicitScaleMatchesReference) {
   ATTN_REQUIRE_GPU();

@@ -146,6 +146,25 @@ std::string ShapeName(DType dtype, int64_t b, int64_t t, int64_t s, int64_t n, i
                          causal ? "_causal" : "");
 }
 
+DeviceInfo FakeGpu(int cc_major, int cc_minor) {
+  DeviceInfo d;
+  d.kind = DeviceKind::kCuda;
+  d.ordinal = 0;
+  d.name = "test GPU";
+  d.cc_major = cc_major;
+  d.cc_minor = cc_minor;
+  return d;
+}
+
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k << " H=" << s.h;
+}
+
+std::string DtypeShapeCausalName(const ::testing::TestParamInfo<DtypeShapeCausal>& info) {
+  const auto& [dtype, s, causal] = info.param;
+  return ShapeName(dtype, s.b, s.t, s.s, s.n, s.k, s.h, causal);
+}
+
 std::string Comparison::ToString() const {
   return absl::StrFormat("max |out - ref| = %.3e, rel L2 = %.3e, worst element %d: out %.6g ref %.6g",
                          max_abs_error, rel_l2, worst_index, worst_out, worst_ref);

@@ -57,6 +57,19 @@ DeviceContext* SharedGpuContext();
 std::string ShapeName(DType dtype, int64_t b, int64_t t, int64_t s, int64_t n, int64_t k,
                       int64_t h, bool causal);
 
+// A CUDA device description for support-rule tests (no GPU needed).
+DeviceInfo FakeGpu(int cc_major, int cc_minor);
+
+// A problem shape for parameterised GPU tests: (B, T, S, N, K, H).
+struct Shape {
+  int64_t b, t, s, n, k, h;
+};
+void PrintTo(const Shape& s, std::ostream* os);
+
+// Test-name generator for (dtype, shape, causal) parameters.
+using DtypeShapeCausal = std::tuple<DType, Shape, bool>;
+std::string DtypeShapeCausalName(const ::testing::TestParamInfo<DtypeShapeCausal>& info);
+
 struct Comparison {
   double max_abs_error = 0;
   int64_t worst_index = -1;  // element with the largest error relative to its tolerance
