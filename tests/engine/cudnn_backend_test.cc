@@ -167,5 +167,63 @@ TEST(CudnnBackend, AutotuneGivesTheSameResult) {
   EXPECT_TRUE(Compare(Decode(out, p.dtype), Reference(in), ToleranceFor(p.dtype)).within);
 }
 
+TEST(CudnnBackend, ExplicitScaleMatchesReference) {
+  ATTN_REQUIRE_CUDNN();
+  ATTN_REQUIRE_GPU();
+  auto p = AttentionProblem::SelfAttention(2, 77, 4, 64, DType::kBFloat16, true, 2);
+  p.scale = 0.31;
+  Inputs in = RandomInputs(p, 26);
+  auto out = RunOnGpu(in, "cudnn");
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Comparison c = Compare(*out, Reference(in), ToleranceFor(p.dtype));
+  EXPECT_TRUE(c.within) << c.ToString();
+}
+
+TEST(CudnnBackend, ReadsAPackedQkvBufferByStrides) {
+  ATTN_REQUIRE_CUDNN();
+  ATTN_REQUIRE_GPU();
+  // q, k, v as slices of one (B, T, 3, N, H) buffer, the output of a fused QKV projection:
+  // described to cuDNN by strides, nothing transposed or copied.
+  DeviceContext& gpu = *SharedGpuContext();
+  const auto p = AttentionProblem::SelfAttention(2, 130, 4, 64, DType::kFloat16, true);
+  Inputs in = RandomInputs(p, 27);
+  const int64_t nh = p.num_heads * p.head_dim, row = 3 * nh;
+  std::vector<uint16_t> qkv(static_cast<size_t>(p.batch * p.q_len * row));
+  const auto* q16 = reinterpret_cast<const uint16_t*>(in.q.bytes.data());
+  const auto* k16 = reinterpret_cast<const uint16_t*>(in.k.bytes.data());
+  const auto* v16 = reinterpret_cast<const uint16_t*>(in.v.bytes.data());
+  for (int64_t bt = 0; bt < p.batch * p.q_len; ++bt)
+    for (int64_t i = 0; i < nh; ++i) {
+      qkv[bt * row + i] = q16[bt * nh + i];
+      qkv[bt * row + nh + i] = k16[bt * nh + i];
+      qkv[bt * row + 2 * nh + i] = v16[bt * nh + i];
+    }
+  const int64_t bytes = static_cast<int64_t>(qkv.size() * 2), out_bytes = QueryElements(p) * 2;
+  auto block = gpu.arena().Allocate(bytes);
+  auto out_block = gpu.arena().Allocate(out_bytes);
+  ASSERT_TRUE(block.ok() && out_block.ok());
+  ASSERT_TRUE(gpu.CopyToDevice(block->data(), qkv.data(), bytes).ok());
+  char* base = static_cast<char*>(block->data());
+  auto slice = [&](int which) {
+    TensorView v;
+    v.data = base + which * nh * 2;
+    v.capacity_bytes = bytes - which * nh * 2;
+    v.dtype = p.dtype;
+    v.memory = MemoryKind::kDevice;
+    v.shape = {p.batch, p.q_len, p.num_heads, p.head_dim};
+    v.strides = {p.q_len * row, row, p.head_dim, 1};
+    return v;
+  };
+  AttentionTensors t{slice(0), slice(1), slice(2),
+                     TensorView::Contiguous(out_block->data(), out_bytes, p.dtype,
+                                            MemoryKind::kDevice, p.batch, p.q_len, p.num_heads,
+                                            p.head_dim)};
+  ASSERT_TRUE(RunAttention(*Cudnn(), p, t, gpu).ok());
+  std::vector<uint8_t> out(static_cast<size_t>(out_bytes));
+  ASSERT_TRUE(gpu.CopyToHost(out.data(), out_block->data(), out_bytes).ok());
+  const Comparison c = Compare(Decode(out, p.dtype), Reference(in), ToleranceFor(p.dtype));
+  EXPECT_TRUE(c.within) << c.ToString();
+}
+
 }  // namespace
 }  // namespace attn::testing
