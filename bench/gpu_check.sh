@@ -1,19 +1,13 @@
 #!/usr/bin/env bash
 # One device call's worth of checks on the GPU machine (see ../shared/gpu/README.md): the GPU
-# tests, then attn-bench beside the peers in the same call. Expects the bundle in .gpu (built
-# here with scripts/gpu-bundle.sh) and writes full logs under $OUT.
+# tests, then attn-bench beside the peers in the same call. Expects the bundle in .gpu (made here with
+# ../shared/gpu/bundle) and writes full logs under $OUT.
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
 mkdir -p "$out"
 # At most 8 files come back from $OUT: summary (the caller's tee), tests, bench, peers,
 # memcheck, racecheck, ncu.
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-
-echo "== engine tests"
-timeout 300 stdbuf -oL -eL .gpu/run attn_engine_tests --gtest_brief=1 > "$out/tests.log" 2>&1
-echo "tests exit code $?"
-grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
-grep -B2 -A6 'Failure' "$out/tests.log" | head -60
+source "$(dirname "$0")/gpu_tests.sh"
 
 echo "== naive backend, B=4 T=1024 N=8 H=64 (issue 2), then the codelab sequence sweep"
 bench() { .gpu/run attn-bench --backend=naive --warmup=20 --repeats=100 "$@"; }

@@ -5,13 +5,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
 mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-
-echo "== engine tests"
-timeout 400 stdbuf -oL -eL .gpu/run attn_engine_tests --gtest_brief=1 > "$out/tests.log" 2>&1
-echo "tests exit code $?"
-grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
-grep -B2 -A8 'Failure' "$out/tests.log" | head -80
+source "$(dirname "$0")/gpu_tests.sh"
 
 ours() {
   local tune=$1
