@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "attn/attention.h"
+#include "attn/bench.h"
 #include "attn/device.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
@@ -36,6 +37,8 @@ ABSL_FLAG(int, warmup, 10, "untimed calls before timing");
 ABSL_FLAG(int, repeats, 50, "timed calls; the median is reported");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the normal(0, 1) inputs");
 ABSL_FLAG(int64_t, arena_mib, 8192, "device arena size in MiB");
+ABSL_FLAG(std::string, suite, "", "run a named suite (codelab, large) through the engine's runner instead");
+ABSL_FLAG(double, case_budget_s, 2.0, "with --suite: stop timing a case after this much device time");
 ABSL_FLAG(bool, list, false, "list backends with their verdict for the first case, then exit");
 
 namespace {
@@ -58,6 +61,43 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// Runs a named suite with the engine's runner and prints one table row per case, by section.
+int RunSuite(attn::DeviceContext& context) {
+  auto cases = attn::ExpandSuite(absl::GetFlag(FLAGS_suite));
+  if (!cases.ok()) return Fail(cases.status());
+  attn::BenchOptions options;
+  options.warmup = absl::GetFlag(FLAGS_warmup);
+  options.repeats = absl::GetFlag(FLAGS_repeats);
+  options.case_budget_s = absl::GetFlag(FLAGS_case_budget_s);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.run.autotune = absl::GetFlag(FLAGS_autotune);
+  std::string section;
+  auto results = attn::RunBenchmark(
+      *cases, options, context, [&](size_t i, size_t total, const attn::BenchResult& r) {
+        if (r.bench_case.section != section) {
+          section = r.bench_case.section;
+          std::printf("\n== %s\n%-9s %-44s %10s %10s %10s %9s %8s\n", section.c_str(), "backend",
+                      "problem", "median ms", "p10 ms", "p90 ms", "TFLOP/s", "repeats");
+        }
+        const std::string name = r.backend.empty() ? r.bench_case.backend : r.backend;
+        if (!r.status.ok()) {
+          std::printf("%-9s %-44s skipped: %s\n", name.c_str(),
+                      r.bench_case.problem.ToString().c_str(),
+                      std::string(r.status.message()).c_str());
+        } else {
+          std::printf("%-9s %-44s %10.4f %10.4f %10.4f %9.2f %7lld%s\n", name.c_str(),
+                      r.bench_case.problem.ToString().c_str(), r.stats.median, r.stats.p10,
+                      r.stats.p90, r.tflops, static_cast<long long>(r.stats.count),
+                      r.budget_cut ? " (budget)" : "");
+        }
+        std::fflush(stdout);
+        std::fprintf(stderr, "[%zu/%zu]\r", i + 1, total);
+      });
+  if (!results.ok()) return Fail(results.status());
+  std::printf("\n(budget): the case's time budget (--case_budget_s) cut its repeats\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,6 +113,8 @@ int main(int argc, char** argv) {
   if (!ctx.ok()) return Fail(ctx.status());
   attn::DeviceContext& context = **ctx;
   std::printf("device: %s\n", context.info().ToString().c_str());
+
+  if (!absl::GetFlag(FLAGS_suite).empty()) return RunSuite(context);
 
   std::vector<attn::AttentionProblem> problems;
   for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_dtypes), ',')) {

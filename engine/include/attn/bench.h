@@ -1,0 +1,75 @@
+// Benchmark jobs in the engine: cases, the codelab's named suites, statistics, and a runner that
+// measures cases on one DeviceContext. No gRPC: the server, attn-bench and tests share it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "attn/backend.h"
+#include "attn/device.h"
+#include "attn/problem.h"
+
+namespace attn {
+
+// One measurement to make: a problem on a named backend ("auto" allowed).
+struct BenchCase {
+  std::string section;  // the codelab table it belongs to, e.g. "sequence sweep"
+  AttentionProblem problem;
+  std::string backend;
+};
+
+// The named suites: "codelab" (the codelab's tables on any device) and "large" (datacenter
+// GPUs: B=4, N=16, H=128, T up to 8192, and GQA with N=32). InvalidArgument for other names.
+absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name);
+
+// Summary of per-repeat times in milliseconds.
+struct SampleStats {
+  int64_t count = 0;
+  double min = 0, median = 0, mean = 0, p10 = 0, p90 = 0, p99 = 0, stddev = 0;
+};
+
+// Percentiles by linear interpolation between order statistics; stddev is the sample standard
+// deviation (0 for one sample). An empty input gives count == 0 and zeros.
+SampleStats Summarize(std::vector<double> samples_ms);
+
+struct BenchOptions {
+  int warmup = 10;             // untimed calls first (plan builds happen here)
+  int repeats = 50;            // timed calls at most
+  double case_budget_s = 2.0;  // stop timing a case after this much device time (>= 1 repeat)
+  uint64_t seed = 0;           // inputs are normal(0, 1) from this seed
+  RunOptions run;              // passed to every call (autotune)
+};
+
+struct BenchResult {
+  BenchCase bench_case;
+  std::string backend;   // the backend that ran (auto resolved); empty when none could
+  absl::Status status;   // OK, or why the case did not run (unsupported: FailedPrecondition)
+  SampleStats stats;     // per-call device time, ms
+  bool budget_cut = false;  // fewer than the requested repeats ran because of case_budget_s
+  double tflops = 0;     // AttentionFlops / median
+  double gbps = 0;       // AttentionMinBytes / median
+  int64_t workspace_bytes = 0;
+  int64_t peak_arena_bytes = 0;  // inputs, output and workspace of this case
+};
+
+// InvalidArgument naming the field: warmup in [0, 10000], repeats in [1, 100000],
+// case_budget_s in (0, 3600].
+absl::Status ValidateBenchOptions(const BenchOptions& options);
+
+// Called after each case with (index, total, result).
+using BenchProgress = std::function<void(size_t, size_t, const BenchResult&)>;
+
+// Runs `cases` in order on `context`. A case that cannot run becomes a result with its reason;
+// the job goes on. `cancel`, when set, is checked between cases and between chunks of about
+// 50 ms of repeats: the remaining cases come back CANCELLED. Bad options fail the whole job.
+absl::StatusOr<std::vector<BenchResult>> RunBenchmark(const std::vector<BenchCase>& cases,
+                                      const BenchOptions& options, DeviceContext& context,
+                                      const BenchProgress& progress = nullptr,
+                                      const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace attn

@@ -1,0 +1,64 @@
+// The named benchmark suites: the codelab's tables, and a large one for datacenter GPUs.
+#include "absl/strings/str_cat.h"
+#include "attn/bench.h"
+
+namespace attn {
+namespace {
+
+void Add(std::vector<BenchCase>& out, const char* section, AttentionProblem p,
+         std::initializer_list<std::pair<const char*, DType>> backends) {
+  for (const auto& [backend, dtype] : backends) {
+    p.dtype = dtype;
+    out.push_back({section, p, backend});
+  }
+}
+
+std::vector<BenchCase> Codelab() {
+  std::vector<BenchCase> out;
+  constexpr auto f32 = DType::kFloat32, bf16 = DType::kBFloat16;
+  // The codelab's default problem is (B, T, N, H) = (4, 128, 8, 64).
+  for (int64_t t : {64, 128, 256, 512, 1024}) {
+    Add(out, "sequence sweep", AttentionProblem::SelfAttention(4, t, 8, 64, f32),
+        {{"naive", f32}, {"fused", f32}, {"fused", bf16}, {"cudnn", bf16}});
+  }
+  for (int64_t b : {1, 2, 4, 8, 16}) {
+    Add(out, "batch sweep", AttentionProblem::SelfAttention(b, 256, 8, 64, f32),
+        {{"fused", f32}, {"fused", bf16}, {"cudnn", bf16}});
+  }
+  for (int64_t k : {8, 2, 1}) {
+    Add(out, "MHA/GQA/MQA", AttentionProblem::SelfAttention(2, 64, 8, 64, bf16, false, k),
+        {{"auto", bf16}});
+  }
+  for (int64_t t : {128, 256, 512, 1024, 2048}) {
+    Add(out, "causal sweep", AttentionProblem::SelfAttention(4, t, 8, 64, bf16, true),
+        {{"fused", bf16}, {"cudnn", bf16}, {"cudnn_fp8", bf16}});
+  }
+  return out;
+}
+
+std::vector<BenchCase> Large() {
+  std::vector<BenchCase> out;
+  constexpr auto bf16 = DType::kBFloat16;
+  for (bool causal : {true, false}) {
+    for (int64_t t : {1024, 2048, 4096, 8192}) {
+      Add(out, causal ? "large causal" : "large", AttentionProblem::SelfAttention(4, t, 16, 128, bf16, causal),
+          {{"cudnn", bf16}, {"fused", bf16}, {"cudnn_fp8", bf16}});
+    }
+  }
+  for (int64_t k : {32, 8, 1}) {
+    Add(out, "large GQA", AttentionProblem::SelfAttention(4, 2048, 32, 128, bf16, true, k),
+        {{"cudnn", bf16}, {"fused", bf16}});
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name) {
+  if (name == "codelab") return Codelab();
+  if (name == "large") return Large();
+  return absl::InvalidArgumentError(
+      absl::StrCat("suite: unknown '", name, "'; expected codelab or large"));
+}
+
+}  // namespace attn

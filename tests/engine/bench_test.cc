@@ -1,0 +1,129 @@
+// Benchmark runner pieces: statistics, suites, and a run end to end on the CPU backend.
+#include <atomic>
+#include <cmath>
+#include <map>
+
+#include "attn/bench.h"
+#include "engine/test_util.h"
+#include "gtest/gtest.h"
+
+namespace attn::testing {
+namespace {
+
+TEST(Summarize, GivesOrderStatisticsMeanAndSampleStddev) {
+  // 1..101 shuffled: median 51, p10 11, p90 91, p99 100, mean 51, stddev sqrt(858.5).
+  std::vector<double> xs;
+  for (int i = 101; i >= 1; --i) xs.push_back(i);
+  const SampleStats s = Summarize(xs);
+  EXPECT_EQ(s.count, 101);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.median, 51);
+  EXPECT_DOUBLE_EQ(s.p10, 11);
+  EXPECT_DOUBLE_EQ(s.p90, 91);
+  EXPECT_DOUBLE_EQ(s.p99, 100);
+  EXPECT_DOUBLE_EQ(s.mean, 51);
+  EXPECT_NEAR(s.stddev, std::sqrt(858.5), 1e-12);
+}
+
+TEST(Summarize, InterpolatesBetweenSamples) {
+  const SampleStats s = Summarize({4, 1, 3, 2});
+  EXPECT_DOUBLE_EQ(s.median, 2.5);
+  EXPECT_NEAR(s.p10, 1.3, 1e-12);
+  EXPECT_DOUBLE_EQ(Summarize({7}).stddev, 0);
+  EXPECT_EQ(Summarize({}).count, 0);
+}
+
+TEST(Suites, CodelabHasTheCodelabsTables) {
+  auto cases = ExpandSuite("codelab").value();
+  std::map<std::string, int> per_section;
+  for (const auto& c : cases) per_section[c.section]++;
+  EXPECT_EQ(per_section["sequence sweep"], 5 * 4);  // T = 64..1024 x 4 implementations
+  EXPECT_EQ(per_section["batch sweep"], 5 * 3);     // B = 1..16 x 3 fused paths
+  EXPECT_EQ(per_section["MHA/GQA/MQA"], 3);         // K = 8, 2, 1
+  EXPECT_EQ(per_section["causal sweep"], 5 * 3);    // T = 128..2048 x fused, cudnn, cudnn_fp8
+  EXPECT_EQ(ExpandSuite("large").value().size(), 2u * 4 * 3 + 3 * 2);
+  EXPECT_EQ(ExpandSuite("huge").status().message(), "suite: unknown 'huge'; expected codelab or large");
+}
+
+TEST(RunBenchmark, TimesCpuCasesAndReportsTheOthersWithReasons) {
+  std::vector<BenchCase> cases = {
+      {"t", AttentionProblem::SelfAttention(2, 32, 4, 16, DType::kFloat32), "cpu"},
+      {"t", AttentionProblem::SelfAttention(2, 32, 4, 16, DType::kBFloat16, true, 2), "auto"},
+      {"t", AttentionProblem::SelfAttention(2, 32, 4, 16, DType::kBFloat16), "fused"},
+      {"t", AttentionProblem::SelfAttention(2, 32, 4, 16, DType::kBFloat16), "naive"},
+  };
+  BenchOptions options;
+  options.warmup = 1;
+  options.repeats = 5;
+  std::vector<size_t> seen;
+  auto results = RunBenchmark(cases, options, SharedCpuContext(),
+                              [&](size_t i, size_t total, const BenchResult&) {
+                                EXPECT_EQ(total, cases.size());
+                                seen.push_back(i);
+                              });
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 1, 2, 3}));
+  for (int i : {0, 1}) {
+    const BenchResult& r = (*results)[i];
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.backend, "cpu");
+    EXPECT_EQ(r.stats.count, 5);
+    EXPECT_GT(r.stats.median, 0);
+    EXPECT_LE(r.stats.min, r.stats.median);
+    EXPECT_NEAR(r.tflops, AttentionFlops(r.bench_case.problem) / (r.stats.median * 1e9), 1e-12);
+    EXPECT_GT(r.peak_arena_bytes, 0);
+  }
+  EXPECT_EQ((*results)[2].status.message(), "fused: not built into this engine");
+  if (BuiltWithCuda()) {
+    EXPECT_EQ((*results)[3].status.message(), "naive: needs a CUDA device");
+  }
+}
+
+TEST(RunBenchmark, BudgetCutsRepeatsAndSaysSo) {
+  std::vector<BenchCase> cases = {
+      {"t", AttentionProblem::SelfAttention(1, 256, 4, 64, DType::kFloat32), "cpu"}};
+  BenchOptions options;
+  options.warmup = 0;
+  options.repeats = 100000;
+  options.case_budget_s = 0.05;
+  auto results = RunBenchmark(cases, options, SharedCpuContext());
+  ASSERT_TRUE(results.ok());
+  const BenchResult& r = results->front();
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_TRUE(r.budget_cut);
+  EXPECT_LT(r.stats.count, 100000);
+  EXPECT_GE(r.stats.count, 1);
+}
+
+TEST(RunBenchmark, CancelStopsTheRemainingCases) {
+  std::vector<BenchCase> cases(3, {"t", AttentionProblem::SelfAttention(1, 16, 2, 16, DType::kFloat32), "cpu"});
+  std::atomic<bool> cancel{false};
+  BenchOptions options;
+  options.warmup = 0;
+  options.repeats = 3;
+  auto results = RunBenchmark(cases, options, SharedCpuContext(),
+                              [&](size_t i, size_t, const BenchResult&) { if (i == 0) cancel = true; },
+                              &cancel);
+  ASSERT_TRUE(results.ok());
+  EXPECT_TRUE((*results)[0].status.ok());
+  EXPECT_EQ((*results)[1].status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ((*results)[2].status.code(), absl::StatusCode::kCancelled);
+}
+
+TEST(RunBenchmark, RejectsBadOptionsNamingTheField) {
+  BenchOptions options;
+  options.repeats = 0;
+  EXPECT_EQ(RunBenchmark({}, options, SharedCpuContext()).status().message(),
+            "repeats: must be in [1, 100000], got 0");
+  options.repeats = 5;
+  options.warmup = -1;
+  EXPECT_EQ(RunBenchmark({}, options, SharedCpuContext()).status().message(),
+            "warmup: must be in [0, 10000], got -1");
+  options.warmup = 1;
+  options.case_budget_s = 0;
+  EXPECT_EQ(RunBenchmark({}, options, SharedCpuContext()).status().message(),
+            "case_budget_s: must be in (0, 3600], got 0");
+}
+
+}  // namespace
+}  // namespace attn::testing
