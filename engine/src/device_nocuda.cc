@@ -51,4 +51,10 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream, const std::function
   return absl::FailedPreconditionError(kNoCuda);
 }
 
+absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream,
+                                                      const std::function<absl::Status()>&, int,
+                                                      int) {
+  return absl::FailedPreconditionError(kNoCuda);
+}
+
 }  // namespace attn

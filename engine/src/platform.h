@@ -23,4 +23,9 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
                                                  const std::function<absl::Status()>& work,
                                                  int warmup, int repeats);
 
+// The CUDA side of TimeGraphReplays.
+absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream stream,
+                                                      const std::function<absl::Status()>& work,
+                                                      int calls_per_replay, int replays);
+
 }  // namespace attn

@@ -15,6 +15,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "attn/attention.h"
 #include "attn/bench.h"
@@ -39,6 +41,9 @@ ABSL_FLAG(uint64_t, seed, 0, "seed of the normal(0, 1) inputs");
 ABSL_FLAG(int64_t, arena_mib, 8192, "device arena size in MiB");
 ABSL_FLAG(std::string, suite, "", "run a named suite (codelab, large) through the engine's runner instead");
 ABSL_FLAG(double, case_budget_s, 2.0, "with --suite: stop timing a case after this much device time");
+ABSL_FLAG(bool, graph, false, "with --suite: time CUDA-graph replays instead of eager calls");
+ABSL_FLAG(bool, check_numerics, false, "with --suite: compare outputs with the float64 cpu backend");
+ABSL_FLAG(std::string, format, "table", "with --suite: table, csv or json");
 ABSL_FLAG(bool, list, false, "list backends with their verdict for the first case, then exit");
 
 namespace {
@@ -61,23 +66,69 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-// Runs a named suite with the engine's runner and prints one table row per case, by section.
+// Quotes `s` for JSON (and for CSV, whose fields we quote the same way).
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+
+// One result as (column, value) pairs, the same columns for CSV and JSON.
+std::vector<std::pair<std::string, std::string>> Fields(const attn::BenchResult& r,
+                                                        const std::string& device) {
+  const attn::AttentionProblem& p = r.bench_case.problem;
+  auto num = [](double v) { return absl::StrFormat("%.6g", v); };
+  return {{"section", Quoted(r.bench_case.section)},
+          {"backend", Quoted(r.backend)},
+          {"requested_backend", Quoted(r.bench_case.backend)},
+          {"B", absl::StrCat(p.batch)}, {"T", absl::StrCat(p.q_len)}, {"S", absl::StrCat(p.kv_len)},
+          {"N", absl::StrCat(p.num_heads)}, {"K", absl::StrCat(p.num_kv_heads)},
+          {"H", absl::StrCat(p.head_dim)}, {"dtype", Quoted(std::string(attn::DTypeName(p.dtype)))},
+          {"causal", p.causal ? "true" : "false"},
+          {"status", Quoted(r.status.ok() ? "ok" : std::string(r.status.message()))},
+          {"median_ms", num(r.stats.median)}, {"min_ms", num(r.stats.min)},
+          {"mean_ms", num(r.stats.mean)}, {"p10_ms", num(r.stats.p10)},
+          {"p90_ms", num(r.stats.p90)}, {"p99_ms", num(r.stats.p99)},
+          {"stddev_ms", num(r.stats.stddev)}, {"repeats", absl::StrCat(r.stats.count)},
+          {"budget_cut", r.budget_cut ? "true" : "false"}, {"tflops", num(r.tflops)},
+          {"gbps", num(r.gbps)}, {"workspace_bytes", absl::StrCat(r.workspace_bytes)},
+          {"peak_arena_bytes", absl::StrCat(r.peak_arena_bytes)}, {"timing", Quoted(r.timing)},
+          {"max_abs_error", num(r.max_abs_error)}, {"rel_l2_error", num(r.rel_l2_error)},
+          {"numerics", Quoted(r.numerics_note)}, {"device", Quoted(device)}};
+}
+
+// Runs a named suite with the engine's runner: a table per section as cases finish, or CSV /
+// JSON of every case at the end.
 int RunSuite(attn::DeviceContext& context) {
-  auto cases = attn::ExpandSuite(absl::GetFlag(FLAGS_suite));
+  auto cases = attn::ExpandSuite(absl::GetFlag(FLAGS_suite), context.info());
   if (!cases.ok()) return Fail(cases.status());
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "table" && format != "csv" && format != "json") {
+    return Fail(absl::InvalidArgumentError("--format: expected table, csv or json; got " + format));
+  }
   attn::BenchOptions options;
   options.warmup = absl::GetFlag(FLAGS_warmup);
   options.repeats = absl::GetFlag(FLAGS_repeats);
   options.case_budget_s = absl::GetFlag(FLAGS_case_budget_s);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.run.autotune = absl::GetFlag(FLAGS_autotune);
+  options.cuda_graph = absl::GetFlag(FLAGS_graph);
+  options.check_numerics = absl::GetFlag(FLAGS_check_numerics);
   std::string section;
+  const bool table = format == "table";
   auto results = attn::RunBenchmark(
       *cases, options, context, [&](size_t i, size_t total, const attn::BenchResult& r) {
+        std::fprintf(stderr, "[%zu/%zu] %s %s\n", i + 1, total, r.bench_case.backend.c_str(),
+                     r.bench_case.problem.ToString().c_str());
+        if (!table) return;
         if (r.bench_case.section != section) {
           section = r.bench_case.section;
-          std::printf("\n== %s\n%-9s %-44s %10s %10s %10s %9s %8s\n", section.c_str(), "backend",
-                      "problem", "median ms", "p10 ms", "p90 ms", "TFLOP/s", "repeats");
+          std::printf("\n== %s\n%-9s %-44s %10s %10s %10s %9s %8s %10s\n", section.c_str(),
+                      "backend", "problem", "median ms", "p10 ms", "p90 ms", "TFLOP/s", "repeats",
+                      "max |err|");
         }
         const std::string name = r.backend.empty() ? r.bench_case.backend : r.backend;
         if (!r.status.ok()) {
@@ -85,16 +136,43 @@ int RunSuite(attn::DeviceContext& context) {
                       r.bench_case.problem.ToString().c_str(),
                       std::string(r.status.message()).c_str());
         } else {
-          std::printf("%-9s %-44s %10.4f %10.4f %10.4f %9.2f %7lld%s\n", name.c_str(),
+          std::printf("%-9s %-44s %10.4f %10.4f %10.4f %9.2f %7lld%s %10s\n", name.c_str(),
                       r.bench_case.problem.ToString().c_str(), r.stats.median, r.stats.p10,
                       r.stats.p90, r.tflops, static_cast<long long>(r.stats.count),
-                      r.budget_cut ? " (budget)" : "");
+                      r.budget_cut ? "*" : " ",
+                      r.max_abs_error >= 0 ? absl::StrFormat("%.2e", r.max_abs_error).c_str() : "-");
         }
         std::fflush(stdout);
-        std::fprintf(stderr, "[%zu/%zu]\r", i + 1, total);
       });
   if (!results.ok()) return Fail(results.status());
-  std::printf("\n(budget): the case's time budget (--case_budget_s) cut its repeats\n");
+  const std::string device = context.info().ToString();
+  if (table) {
+    std::printf("\ntiming: %s. * the case's time budget (--case_budget_s) cut its repeats.\n",
+                results->empty() ? "-" : results->front().timing.c_str());
+  } else if (format == "csv") {
+    bool header = true;
+    for (const auto& r : *results) {
+      const auto fields = Fields(r, device);
+      if (header) {
+        for (size_t i = 0; i < fields.size(); ++i) std::printf("%s%s", i ? "," : "", fields[i].first.c_str());
+        std::printf("\n");
+        header = false;
+      }
+      for (size_t i = 0; i < fields.size(); ++i) std::printf("%s%s", i ? "," : "", fields[i].second.c_str());
+      std::printf("\n");
+    }
+  } else {
+    std::printf("[\n");
+    for (size_t j = 0; j < results->size(); ++j) {
+      const auto fields = Fields((*results)[j], device);
+      std::printf("  {");
+      for (size_t i = 0; i < fields.size(); ++i) {
+        std::printf("%s\"%s\": %s", i ? ", " : "", fields[i].first.c_str(), fields[i].second.c_str());
+      }
+      std::printf("}%s\n", j + 1 < results->size() ? "," : "");
+    }
+    std::printf("]\n");
+  }
   return 0;
 }
 
@@ -112,7 +190,9 @@ int main(int argc, char** argv) {
                          : attn::DeviceContext::CreateCuda(ordinal, options);
   if (!ctx.ok()) return Fail(ctx.status());
   attn::DeviceContext& context = **ctx;
-  std::printf("device: %s\n", context.info().ToString().c_str());
+  // Machine-readable formats keep stdout to the data.
+  std::fprintf(absl::GetFlag(FLAGS_format) == "table" ? stdout : stderr, "device: %s\n",
+               context.info().ToString().c_str());
 
   if (!absl::GetFlag(FLAGS_suite).empty()) return RunSuite(context);
 

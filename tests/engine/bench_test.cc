@@ -34,15 +34,22 @@ TEST(Summarize, InterpolatesBetweenSamples) {
 }
 
 TEST(Suites, CodelabHasTheCodelabsTables) {
-  auto cases = ExpandSuite("codelab").value();
+  auto cases = ExpandSuite("codelab", FakeGpu(9, 0)).value();
   std::map<std::string, int> per_section;
   for (const auto& c : cases) per_section[c.section]++;
   EXPECT_EQ(per_section["sequence sweep"], 5 * 4);  // T = 64..1024 x 4 implementations
   EXPECT_EQ(per_section["batch sweep"], 5 * 3);     // B = 1..16 x 3 fused paths
   EXPECT_EQ(per_section["MHA/GQA/MQA"], 3);         // K = 8, 2, 1
   EXPECT_EQ(per_section["causal sweep"], 5 * 3);    // T = 128..2048 x fused, cudnn, cudnn_fp8
-  EXPECT_EQ(ExpandSuite("large").value().size(), 2u * 4 * 3 + 3 * 2);
-  EXPECT_EQ(ExpandSuite("huge").status().message(), "suite: unknown 'huge'; expected codelab or large");
+  EXPECT_EQ(per_section["correctness"], 4);
+  EXPECT_EQ(per_section["FP8 vs bf16"], 2);
+  EXPECT_EQ(ExpandSuite("large", FakeGpu(9, 0)).value().size(), 2u * 4 * 3 + 3 * 2);
+  EXPECT_EQ(ExpandSuite("huge", FakeGpu(9, 0)).status().message(),
+            "suite: unknown 'huge'; expected codelab or large");
+  // Without a GPU every table has one cpu column.
+  auto cpu = ExpandSuite("codelab", CpuDeviceInfo()).value();
+  EXPECT_EQ(cpu.size(), 5u + 5 + 3 + 5);
+  for (const auto& c : cpu) EXPECT_EQ(c.backend, "cpu");
 }
 
 TEST(RunBenchmark, TimesCpuCasesAndReportsTheOthersWithReasons) {
@@ -108,6 +115,26 @@ TEST(RunBenchmark, CancelStopsTheRemainingCases) {
   EXPECT_TRUE((*results)[0].status.ok());
   EXPECT_EQ((*results)[1].status.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ((*results)[2].status.code(), absl::StatusCode::kCancelled);
+}
+
+TEST(RunBenchmark, ChecksNumericsAgainstTheFloat64Reference) {
+  std::vector<BenchCase> cases = {
+      {"t", AttentionProblem::SelfAttention(1, 40, 4, 32, DType::kBFloat16, true), "cpu"},
+      {"t", AttentionProblem::SelfAttention(4, 4096, 16, 128, DType::kBFloat16), "fused"}};
+  BenchOptions options;
+  options.warmup = 0;
+  options.repeats = 2;
+  options.check_numerics = true;
+  auto results = RunBenchmark(cases, options, SharedCpuContext());
+  ASSERT_TRUE(results.ok());
+  const BenchResult& r = results->front();
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.numerics_note, "vs cpu float64 reference");
+  // bf16 output of the cpu backend: only its final rounding, at most half a bf16 ulp.
+  EXPECT_GT(r.max_abs_error, 0);
+  EXPECT_LT(r.max_abs_error, 8e-3);
+  EXPECT_LT(r.rel_l2_error, 3e-3);
+  EXPECT_EQ(r.timing, "host clock");
 }
 
 TEST(RunBenchmark, RejectsBadOptionsNamingTheField) {

@@ -23,9 +23,12 @@ struct BenchCase {
   std::string backend;
 };
 
-// The named suites: "codelab" (the codelab's tables on any device) and "large" (datacenter
-// GPUs: B=4, N=16, H=128, T up to 8192, and GQA with N=32). InvalidArgument for other names.
-absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name);
+// The named suites: "codelab" (the codelab's tables: sequence and batch sweeps, MHA/GQA/MQA,
+// causal sweep, correctness rows) and "large" (datacenter GPUs: B=4, N=16, H=128, T up to 8192,
+// and GQA with N=32). On a CPU device every table is measured with the cpu backend instead of
+// the GPU implementations. InvalidArgument for other names.
+absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name,
+                                                   const DeviceInfo& device);
 
 // Summary of per-repeat times in milliseconds.
 struct SampleStats {
@@ -43,7 +46,16 @@ struct BenchOptions {
   double case_budget_s = 2.0;  // stop timing a case after this much device time (>= 1 repeat)
   uint64_t seed = 0;           // inputs are normal(0, 1) from this seed
   RunOptions run;              // passed to every call (autotune)
+  // Time replays of a CUDA graph of graph_calls calls (no launch gaps); eager calls otherwise
+  // and on the CPU.
+  bool cuda_graph = false;
+  int graph_calls = 20;
+  // Compare each output with the float64 cpu backend on the same inputs (problems of up to
+  // kMaxNumericsFlops; larger ones say so in numerics_note).
+  bool check_numerics = false;
 };
+
+inline constexpr double kMaxNumericsFlops = 4e9;
 
 struct BenchResult {
   BenchCase bench_case;
@@ -55,10 +67,16 @@ struct BenchResult {
   double gbps = 0;       // AttentionMinBytes / median
   int64_t workspace_bytes = 0;
   int64_t peak_arena_bytes = 0;  // inputs, output and workspace of this case
+  std::string timing;            // "cuda events", "cuda graph (20 calls per replay)", "host clock"
+  // With check_numerics: max |out - ref| and ||out - ref|| / ||ref|| against the float64 cpu
+  // backend, or why they were not computed.
+  double max_abs_error = -1;
+  double rel_l2_error = -1;
+  std::string numerics_note;
 };
 
 // InvalidArgument naming the field: warmup in [0, 10000], repeats in [1, 100000],
-// case_budget_s in (0, 3600].
+// case_budget_s in (0, 3600], graph_calls in [1, 1000].
 absl::Status ValidateBenchOptions(const BenchOptions& options);
 
 // Called after each case with (index, total, result).

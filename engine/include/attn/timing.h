@@ -17,4 +17,13 @@ absl::StatusOr<std::vector<double>> TimeOnDevice(DeviceContext& context,
                                                  const std::function<absl::Status()>& work,
                                                  int warmup, int repeats);
 
+// Captures `calls_per_replay` calls of `work` on `context`'s stream into one CUDA graph, then
+// times `replays` launches of it with events; returns the time per call (replay time divided by
+// calls_per_replay) of each replay. Launch overhead between kernels is gone from these numbers.
+// `work` must already have run once (so plans and library workspaces exist: nothing may
+// allocate during capture). FailedPrecondition on the CPU context.
+absl::StatusOr<std::vector<double>> TimeGraphReplays(DeviceContext& context,
+                                                     const std::function<absl::Status()>& work,
+                                                     int calls_per_replay, int replays);
+
 }  // namespace attn

@@ -2,6 +2,7 @@
 // fill them from the seed, warm up, then time repeats with CUDA events (host clock on the CPU)
 // until the repeat count or the case's time budget is reached.
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "absl/strings/str_format.h"
@@ -23,6 +24,68 @@ std::vector<uint8_t> NormalBytes(int64_t count, DType dtype, uint64_t seed) {
 }
 
 bool Cancelled(const std::atomic<bool>* cancel) { return cancel != nullptr && cancel->load(); }
+
+// Runs the case once more, copies the output back and compares it with the float64 cpu backend
+// on the same input bytes.
+void CheckNumerics(const AttentionProblem& p, const std::vector<uint8_t> (&host)[3], void* out,
+                   DeviceContext& context, const std::function<absl::Status()>& call,
+                   BenchResult& r) {
+  if (AttentionFlops(p) > kMaxNumericsFlops) {
+    r.numerics_note = absl::StrFormat(
+        "not checked: %.1f GFLOP is beyond the cpu reference's %.0f GFLOP limit",
+        AttentionFlops(p) / 1e9, kMaxNumericsFlops / 1e9);
+    return;
+  }
+  const Backend* cpu = BackendRegistry::Default().Find("cpu");
+  const int64_t e = DTypeSize(p.dtype), qb = QueryElements(p) * e;
+  std::vector<uint8_t> got(static_cast<size_t>(qb));
+  absl::Status s = call();
+  if (s.ok()) s = context.CopyToHost(got.data(), out, qb);
+  // The reference runs in float32 storage on the exact input values, so its only rounding is
+  // float64 -> float32 at the end, far below any backend's error.
+  AttentionProblem ref = p;
+  ref.dtype = DType::kFloat32;
+  auto widen = [](const std::vector<uint8_t>& bytes, DType dtype) {
+    std::vector<float> f(bytes.size() / static_cast<size_t>(DTypeSize(dtype)));
+    for (size_t i = 0; i < f.size(); ++i) {
+      f[i] = static_cast<float>(LoadAsDouble(bytes.data(), dtype, static_cast<int64_t>(i)));
+    }
+    return f;
+  };
+  std::vector<float> q = widen(host[0], p.dtype), k = widen(host[1], p.dtype),
+                     v = widen(host[2], p.dtype), want(q.size());
+  DeviceContextOptions host_options;
+  host_options.arena_bytes = cpu->WorkspaceBytes(ref, context).value_or(0);
+  host_options.pinned_host_bytes = 0;
+  auto host_context = DeviceContext::CreateCpu(host_options);
+  if (s.ok()) s = host_context.status();
+  if (s.ok()) {
+    const int64_t qb32 = QueryElements(p) * 4, kvb32 = KeyValueElements(p) * 4;
+    const MemoryKind h = MemoryKind::kHost;
+    const DType f32 = DType::kFloat32;
+    s = RunAttention(*cpu, ref,
+                     {TensorView::Contiguous(q.data(), qb32, f32, h, p.batch, p.q_len, p.num_heads, p.head_dim),
+                      TensorView::Contiguous(k.data(), kvb32, f32, h, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
+                      TensorView::Contiguous(v.data(), kvb32, f32, h, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
+                      TensorView::Contiguous(want.data(), qb32, f32, h, p.batch, p.q_len, p.num_heads, p.head_dim)},
+                     **host_context);
+  }
+  if (!s.ok()) {
+    r.numerics_note = absl::StrFormat("not checked: %s", s.message());
+    return;
+  }
+  double max_abs = 0, err2 = 0, ref2 = 0;
+  for (int64_t i = 0; i < QueryElements(p); ++i) {
+    const double a = LoadAsDouble(got.data(), p.dtype, i), b = want[static_cast<size_t>(i)];
+    const double d = std::fabs(a - b);
+    max_abs = std::isnan(d) || d > max_abs ? d : max_abs;  // a NaN stays NaN: it must show
+    err2 += d * d;
+    ref2 += b * b;
+  }
+  r.max_abs_error = max_abs;
+  r.rel_l2_error = std::sqrt(err2 / std::max(ref2, 1e-300));
+  r.numerics_note = "vs cpu float64 reference";
+}
 
 void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, DeviceContext& context,
              const std::atomic<bool>* cancel, BenchResult& r) {
@@ -60,12 +123,14 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
       return;
     }
   }
-  uint64_t tensor_seed = seed;
+  std::vector<uint8_t> host[3];
+  int which = 0;
   for (auto* block : {&q, &k, &v}) {
-    const auto bytes = NormalBytes((*block)->size() / e, p.dtype, tensor_seed++);
-    if (r.status = context.CopyToDevice((*block)->data(), bytes.data(), (*block)->size());
+    host[which] = NormalBytes((*block)->size() / e, p.dtype, seed + which);
+    if (r.status = context.CopyToDevice((*block)->data(), host[which].data(), (*block)->size());
         !r.status.ok())
       return;
+    ++which;
   }
   const MemoryKind mem = context.memory();
   const AttentionTensors t{
@@ -77,31 +142,52 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   r.peak_arena_bytes = context.arena().bytes_in_use() - in_use_before + r.workspace_bytes;
   const auto call = [&] { return RunAttention(**backend, p, t, context, options.run); };
 
-  auto warm = TimeOnDevice(context, call, std::max(0, options.warmup), 1);
-  if (!warm.ok()) {
-    r.status = warm.status();
+  // Warm-up, cut at half the case budget for slow backends (the first call builds plans).
+  const double budget_ms = options.case_budget_s * 1e3;
+  double warm_ms = 0;
+  for (int i = 0; i < options.warmup && warm_ms < budget_ms / 2; ++i) {
+    auto t0 = TimeOnDevice(context, call, 0, 1);
+    if (!t0.ok()) {
+      r.status = t0.status();
+      return;
+    }
+    warm_ms += t0->front();
+  }
+  if (options.check_numerics) CheckNumerics(p, host, out->data(), context, call, r);
+
+  const bool graph = options.cuda_graph && context.info().kind == DeviceKind::kCuda;
+  r.timing = graph ? absl::StrFormat("cuda graph (%d calls per replay)", options.graph_calls)
+             : context.info().kind == DeviceKind::kCuda ? "cuda events"
+                                                        : "host clock";
+  const auto time = [&](int n) {
+    return graph ? TimeGraphReplays(context, call, options.graph_calls, n)
+                 : TimeOnDevice(context, call, 0, n);
+  };
+  auto first = time(1);
+  if (!first.ok()) {
+    r.status = first.status();
     return;
   }
-  std::vector<double> samples = *warm;  // the first timed call, after the warm-up
-  double spent_ms = samples.front();
+  std::vector<double> samples = *first;
+  double spent_ms = samples.front() * (graph ? options.graph_calls : 1);
   while (static_cast<int>(samples.size()) < options.repeats) {
     if (Cancelled(cancel)) {
       r.status = absl::CancelledError("benchmark cancelled");
       break;
     }
-    if (spent_ms >= options.case_budget_s * 1e3) {
+    if (spent_ms >= budget_ms) {
       r.budget_cut = true;
       break;
     }
     // Chunks of ~50 ms of device time between checks of the budget and the cancel flag.
     const int remaining = options.repeats - static_cast<int>(samples.size());
     const int chunk = std::clamp(static_cast<int>(50.0 / std::max(samples.front(), 1e-3)), 1, remaining);
-    auto more = TimeOnDevice(context, call, 0, chunk);
+    auto more = time(chunk);
     if (!more.ok()) {
       r.status = more.status();
       return;
     }
-    for (double ms : *more) spent_ms += ms;
+    for (double ms : *more) spent_ms += ms * (graph ? options.graph_calls : 1);
     samples.insert(samples.end(), more->begin(), more->end());
   }
   r.stats = Summarize(samples);
@@ -123,6 +209,10 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
   if (!(o.case_budget_s > 0 && o.case_budget_s <= 3600)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("case_budget_s: must be in (0, 3600], got %g", o.case_budget_s));
+  }
+  if (o.graph_calls < 1 || o.graph_calls > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("graph_calls: must be in [1, 1000], got %d", o.graph_calls));
   }
   return absl::OkStatus();
 }

@@ -13,9 +13,27 @@ void Add(std::vector<BenchCase>& out, const char* section, AttentionProblem p,
   }
 }
 
-std::vector<BenchCase> Codelab() {
+std::vector<BenchCase> Codelab(bool gpu) {
   std::vector<BenchCase> out;
   constexpr auto f32 = DType::kFloat32, bf16 = DType::kBFloat16;
+  if (!gpu) {
+    // Without a GPU each table is measured with the cpu backend (float64 accumulation).
+    for (int64_t t : {64, 128, 256, 512, 1024}) {
+      Add(out, "sequence sweep", AttentionProblem::SelfAttention(4, t, 8, 64, f32), {{"cpu", f32}});
+    }
+    for (int64_t b : {1, 2, 4, 8, 16}) {
+      Add(out, "batch sweep", AttentionProblem::SelfAttention(b, 256, 8, 64, f32), {{"cpu", f32}});
+    }
+    for (int64_t k : {8, 2, 1}) {
+      Add(out, "MHA/GQA/MQA", AttentionProblem::SelfAttention(2, 64, 8, 64, bf16, false, k),
+          {{"cpu", bf16}});
+    }
+    for (int64_t t : {128, 256, 512, 1024, 2048}) {
+      Add(out, "causal sweep", AttentionProblem::SelfAttention(4, t, 8, 64, bf16, true),
+          {{"cpu", bf16}});
+    }
+    return out;
+  }
   // The codelab's default problem is (B, T, N, H) = (4, 128, 8, 64).
   for (int64_t t : {64, 128, 256, 512, 1024}) {
     Add(out, "sequence sweep", AttentionProblem::SelfAttention(4, t, 8, 64, f32),
@@ -33,6 +51,15 @@ std::vector<BenchCase> Codelab() {
     Add(out, "causal sweep", AttentionProblem::SelfAttention(4, t, 8, 64, bf16, true),
         {{"fused", bf16}, {"cudnn", bf16}, {"cudnn_fp8", bf16}});
   }
+  // The codelab's correctness rows at its default shape, each against the float64 reference
+  // when the job checks numerics: naive float32 ("Max |naive - SDPA|"), cuDNN bf16 (its
+  // "cuDNN vs XLA" row), causal cuDNN, and FP8 beside bf16.
+  Add(out, "correctness", AttentionProblem::SelfAttention(4, 128, 8, 64, f32),
+      {{"naive", f32}, {"fused", f32}, {"cudnn", bf16}});
+  Add(out, "correctness", AttentionProblem::SelfAttention(4, 128, 8, 64, bf16, true),
+      {{"cudnn", bf16}});
+  Add(out, "FP8 vs bf16", AttentionProblem::SelfAttention(4, 2048, 8, 64, bf16, true),
+      {{"cudnn", bf16}, {"cudnn_fp8", bf16}});
   return out;
 }
 
@@ -54,8 +81,9 @@ std::vector<BenchCase> Large() {
 
 }  // namespace
 
-absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name) {
-  if (name == "codelab") return Codelab();
+absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name,
+                                                   const DeviceInfo& device) {
+  if (name == "codelab") return Codelab(device.kind == DeviceKind::kCuda);
   if (name == "large") return Large();
   return absl::InvalidArgumentError(
       absl::StrCat("suite: unknown '", name, "'; expected codelab or large"));

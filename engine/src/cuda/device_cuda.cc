@@ -166,4 +166,43 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
   return ms;
 }
 
+absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream stream,
+                                                      const std::function<absl::Status()>& work,
+                                                      int calls_per_replay, int replays) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ATTN_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  absl::Status captured;
+  for (int i = 0; captured.ok() && i < calls_per_replay; ++i) captured = work();
+  // End the capture whatever happened, so the stream is usable again.
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (!captured.ok()) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return captured;
+  }
+  ATTN_CUDA_RETURN_IF_ERROR(ended);
+  absl::Status status =
+      CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate", __FILE__, __LINE__);
+  absl::StatusOr<std::vector<double>> per_replay = status;
+  if (status.ok()) {
+    // One untimed launch uploads the graph.
+    status = CudaStatus(cudaGraphLaunch(exec, stream), "cudaGraphLaunch", __FILE__, __LINE__);
+    if (status.ok()) {
+      per_replay = TimeOnStream(
+          stream,
+          [&] {
+            return CudaStatus(cudaGraphLaunch(exec, stream), "cudaGraphLaunch", __FILE__, __LINE__);
+          },
+          0, replays);
+    } else {
+      per_replay = status;
+    }
+  }
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  if (!per_replay.ok()) return per_replay.status();
+  for (double& ms : *per_replay) ms /= calls_per_replay;
+  return per_replay;
+}
+
 }  // namespace attn
