@@ -51,6 +51,10 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream, const std::function
   return absl::FailedPreconditionError(kNoCuda);
 }
 
+absl::Status FillNormalOnStream(CudaStream, void*, int64_t, DType, uint64_t) {
+  return absl::FailedPreconditionError(kNoCuda);
+}
+
 absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream,
                                                       const std::function<absl::Status()>&, int,
                                                       int) {

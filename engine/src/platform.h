@@ -23,6 +23,10 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
                                                  const std::function<absl::Status()>& work,
                                                  int warmup, int repeats);
 
+// Fills `count` elements of device memory at `dst` with NormalAt(seed, i) in `dtype`, on `stream`.
+absl::Status FillNormalOnStream(CudaStream stream, void* dst, int64_t count, DType dtype,
+                                uint64_t seed);
+
 // The CUDA side of TimeGraphReplays.
 absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream stream,
                                                       const std::function<absl::Status()>& work,

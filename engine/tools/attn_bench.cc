@@ -43,6 +43,7 @@ ABSL_FLAG(std::string, suite, "", "run a named suite (codelab, large) through th
 ABSL_FLAG(double, case_budget_s, 2.0, "with --suite: stop timing a case after this much device time");
 ABSL_FLAG(bool, graph, false, "with --suite: time CUDA-graph replays instead of eager calls");
 ABSL_FLAG(bool, check_numerics, false, "with --suite: compare outputs with the float64 cpu backend");
+ABSL_FLAG(int, rotate_inputs, 1, "with --suite: input sets cycled call by call (keeps small problems out of a warm L2)");
 ABSL_FLAG(std::string, format, "table", "with --suite: table, csv or json");
 ABSL_FLAG(bool, list, false, "list backends with their verdict for the first case, then exit");
 
@@ -96,6 +97,7 @@ std::vector<std::pair<std::string, std::string>> Fields(const attn::BenchResult&
           {"budget_cut", r.budget_cut ? "true" : "false"}, {"tflops", num(r.tflops)},
           {"gbps", num(r.gbps)}, {"workspace_bytes", absl::StrCat(r.workspace_bytes)},
           {"peak_arena_bytes", absl::StrCat(r.peak_arena_bytes)}, {"timing", Quoted(r.timing)},
+          {"input_sets", absl::StrCat(r.input_sets)},
           {"max_abs_error", num(r.max_abs_error)}, {"rel_l2_error", num(r.rel_l2_error)},
           {"numerics", Quoted(r.numerics_note)}, {"device", Quoted(device)}};
 }
@@ -117,6 +119,7 @@ int RunSuite(attn::DeviceContext& context) {
   options.run.autotune = absl::GetFlag(FLAGS_autotune);
   options.cuda_graph = absl::GetFlag(FLAGS_graph);
   options.check_numerics = absl::GetFlag(FLAGS_check_numerics);
+  options.rotate_inputs = absl::GetFlag(FLAGS_rotate_inputs);
   std::string section;
   const bool table = format == "table";
   auto results = attn::RunBenchmark(

@@ -4,6 +4,8 @@
 #include <map>
 
 #include "attn/bench.h"
+#include "bench/normal_fill.h"
+#include "platform.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
 
@@ -31,6 +33,52 @@ TEST(Summarize, InterpolatesBetweenSamples) {
   EXPECT_NEAR(s.p10, 1.3, 1e-12);
   EXPECT_DOUBLE_EQ(Summarize({7}).stddev, 0);
   EXPECT_EQ(Summarize({}).count, 0);
+}
+
+TEST(NormalFill, IsStandardNormalAndAPureFunctionOfSeedAndIndex) {
+  const int n = 200000;
+  double sum = 0, sum2 = 0;
+  int beyond3 = 0;
+  for (int i = 0; i < n; ++i) {
+    const double x = NormalAt(7, i);
+    sum += x;
+    sum2 += x * x;
+    beyond3 += std::fabs(x) > 3;
+  }
+  const double mean = sum / n, var = sum2 / n - mean * mean;
+  EXPECT_NEAR(mean, 0, 0.01);     // 4.5 standard errors
+  EXPECT_NEAR(var, 1, 0.015);
+  EXPECT_NEAR(beyond3 / double(n), 0.0027, 0.0006);
+  EXPECT_EQ(NormalAt(7, 12345), NormalAt(7, 12345));
+  EXPECT_NE(NormalAt(7, 12345), NormalAt(8, 12345));
+}
+
+TEST(NormalFill, DeviceFillMatchesTheHostCopy) {
+  ATTN_REQUIRE_GPU();
+  DeviceContext& gpu = *SharedGpuContext();
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const int64_t count = 1000003;
+    auto block = gpu.arena().Allocate(count * DTypeSize(dtype));
+    ASSERT_TRUE(block.ok());
+    ASSERT_TRUE(FillNormalOnStream(gpu.stream(), block->data(), count, dtype, 99).ok());
+    std::vector<uint8_t> got(static_cast<size_t>(block->size()));
+    ASSERT_TRUE(gpu.CopyToHost(got.data(), block->data(), block->size()).ok());
+    int64_t mismatches = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const double want = LoadAsDouble(&got[0], dtype, i);
+      std::vector<uint8_t> one(4);
+      StoreFromDouble(one.data(), dtype, 0, NormalAt(99, static_cast<uint64_t>(i)));
+      const double host = LoadAsDouble(one.data(), dtype, 0);
+      if (host != want) ++mismatches;
+      worst = std::fmax(worst, std::fabs(host - want) / std::fmax(std::fabs(want), 1e-3));
+    }
+    // Device and host libm may differ in the last bit, rarely moving a rounding by one unit of
+    // the stored type: relative 2^-23 (float32), 2^-7 (bfloat16), 2^-10 (float16).
+    const double unit = dtype == DType::kFloat32 ? 0x1p-23 : dtype == DType::kBFloat16 ? 0x1p-7 : 0x1p-10;
+    EXPECT_LE(mismatches, count / 10000) << DTypeName(dtype);
+    EXPECT_LE(worst, unit) << DTypeName(dtype);
+  }
 }
 
 TEST(Suites, CodelabHasTheCodelabsTables) {
@@ -135,6 +183,29 @@ TEST(RunBenchmark, ChecksNumericsAgainstTheFloat64Reference) {
   EXPECT_LT(r.max_abs_error, 8e-3);
   EXPECT_LT(r.rel_l2_error, 3e-3);
   EXPECT_EQ(r.timing, "host clock");
+}
+
+TEST(RunBenchmark, RotatesInputSetsAndChecksTheFirst) {
+  std::vector<BenchCase> cases = {
+      {"t", AttentionProblem::SelfAttention(1, 24, 2, 16, DType::kFloat32), "cpu"}};
+  BenchOptions options;
+  options.warmup = 1;
+  options.repeats = 7;
+  options.rotate_inputs = 3;
+  options.check_numerics = true;
+  auto results = RunBenchmark(cases, options, SharedCpuContext());
+  ASSERT_TRUE(results.ok());
+  const BenchResult& r = results->front();
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.input_sets, 3);
+  EXPECT_EQ(r.stats.count, 7);
+  EXPECT_LT(r.max_abs_error, 1e-6);  // float32 cpu vs its float32-stored reference
+  // Three sets of q, k, v and out are held at once.
+  const int64_t one_set = 4 * 24 * 2 * 16 * 4;
+  EXPECT_GE(r.peak_arena_bytes, 3 * one_set);
+  options.rotate_inputs = 0;
+  EXPECT_EQ(RunBenchmark(cases, options, SharedCpuContext()).status().message(),
+            "rotate_inputs: must be in [1, 64], got 0");
 }
 
 TEST(RunBenchmark, RejectsBadOptionsNamingTheField) {

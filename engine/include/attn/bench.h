@@ -53,6 +53,9 @@ struct BenchOptions {
   // Compare each output with the float64 cpu backend on the same inputs (problems of up to
   // kMaxNumericsFlops; larger ones say so in numerics_note).
   bool check_numerics = false;
+  // Input sets cycled through call by call (1: the same buffers every call, as the peers time);
+  // several sets keep small problems from being timed out of a warm L2 cache.
+  int rotate_inputs = 1;
 };
 
 inline constexpr double kMaxNumericsFlops = 4e9;
@@ -68,6 +71,7 @@ struct BenchResult {
   int64_t workspace_bytes = 0;
   int64_t peak_arena_bytes = 0;  // inputs, output and workspace of this case
   std::string timing;            // "cuda events", "cuda graph (20 calls per replay)", "host clock"
+  int input_sets = 1;            // input sets rotated through (BenchOptions::rotate_inputs)
   // With check_numerics: max |out - ref| and ||out - ref|| / ||ref|| against the float64 cpu
   // backend, or why they were not computed.
   double max_abs_error = -1;
@@ -76,7 +80,7 @@ struct BenchResult {
 };
 
 // InvalidArgument naming the field: warmup in [0, 10000], repeats in [1, 100000],
-// case_budget_s in (0, 3600], graph_calls in [1, 1000].
+// case_budget_s in (0, 3600], graph_calls in [1, 1000], rotate_inputs in [1, 64].
 absl::Status ValidateBenchOptions(const BenchOptions& options);
 
 // Called after each case with (index, total, result).

@@ -3,23 +3,24 @@
 // until the repeat count or the case's time budget is reached.
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "absl/strings/str_format.h"
 #include "attn/attention.h"
 #include "attn/bench.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
+#include "bench/normal_fill.h"
+#include "platform.h"
 
 namespace attn {
 namespace {
 
-// normal(0, 1) values in `dtype`, reproducible from `seed`.
+// The host copy of an input: the same NormalAt(seed, i) the device fill computes.
 std::vector<uint8_t> NormalBytes(int64_t count, DType dtype, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<uint8_t> bytes(static_cast<size_t>(count * DTypeSize(dtype)));
-  for (int64_t i = 0; i < count; ++i) StoreFromDouble(bytes.data(), dtype, i, normal(rng));
+  for (int64_t i = 0; i < count; ++i) {
+    StoreFromDouble(bytes.data(), dtype, i, NormalAt(seed, static_cast<uint64_t>(i)));
+  }
   return bytes;
 }
 
@@ -113,34 +114,53 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   const int64_t e = DTypeSize(p.dtype);
   const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
   const int64_t in_use_before = context.arena().bytes_in_use();
-  auto q = context.arena().Allocate(qb);
-  auto k = context.arena().Allocate(kvb);
-  auto v = context.arena().Allocate(kvb);
-  auto out = context.arena().Allocate(qb);
-  for (auto* block : {&q, &k, &v, &out}) {
-    if (!block->ok()) {
-      r.status = block->status();
-      return;
-    }
-  }
+  // Set 0 is the one the numerics check reads; further sets (rotate_inputs) have their own seeds
+  // and are cycled through call by call, so small problems are not timed out of a warm L2.
+  const int sets = std::max(1, options.rotate_inputs);
+  const bool on_device = context.info().kind == DeviceKind::kCuda;
+  std::vector<ArenaBlock> blocks;
+  std::vector<AttentionTensors> tensors;
   std::vector<uint8_t> host[3];
-  int which = 0;
-  for (auto* block : {&q, &k, &v}) {
-    host[which] = NormalBytes((*block)->size() / e, p.dtype, seed + which);
-    if (r.status = context.CopyToDevice((*block)->data(), host[which].data(), (*block)->size());
-        !r.status.ok())
-      return;
-    ++which;
-  }
   const MemoryKind mem = context.memory();
-  const AttentionTensors t{
-      TensorView::Contiguous(q->data(), qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim),
-      TensorView::Contiguous(k->data(), kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
-      TensorView::Contiguous(v->data(), kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
-      TensorView::Contiguous(out->data(), qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim)};
+  for (int set = 0; set < sets; ++set) {
+    void* data[4];
+    for (int i = 0; i < 4; ++i) {
+      auto block = context.arena().Allocate(i == 0 || i == 3 ? qb : kvb);
+      if (!block.ok()) {
+        r.status = block.status();
+        return;
+      }
+      data[i] = block->data();
+      blocks.push_back(*std::move(block));
+    }
+    // Inputs are filled where they live (a kernel on the GPU); the numerics check and the CPU
+    // context use host copies of the same values.
+    for (int i = 0; i < 3; ++i) {
+      const int64_t bytes = i == 0 ? qb : kvb, count = bytes / e;
+      const uint64_t tensor_seed = seed + 3 * set + i;
+      std::vector<uint8_t> copy;
+      if ((options.check_numerics && set == 0) || !on_device) {
+        copy = NormalBytes(count, p.dtype, tensor_seed);
+      }
+      r.status = on_device ? FillNormalOnStream(context.stream(), data[i], count, p.dtype, tensor_seed)
+                           : context.CopyToDevice(data[i], copy.data(), bytes);
+      if (!r.status.ok()) return;
+      if (set == 0) host[i] = std::move(copy);
+    }
+    tensors.push_back(
+        {TensorView::Contiguous(data[0], qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim),
+         TensorView::Contiguous(data[1], kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
+         TensorView::Contiguous(data[2], kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
+         TensorView::Contiguous(data[3], qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim)});
+  }
   // The case's own footprint: what it holds now plus the workspace each call takes.
   r.peak_arena_bytes = context.arena().bytes_in_use() - in_use_before + r.workspace_bytes;
-  const auto call = [&] { return RunAttention(**backend, p, t, context, options.run); };
+  r.input_sets = sets;
+  size_t next_set = 0;
+  const auto call = [&] {
+    const AttentionTensors& t = tensors[next_set++ % tensors.size()];
+    return RunAttention(**backend, p, t, context, options.run);
+  };
 
   // Warm-up, cut at half the case budget for slow backends (the first call builds plans).
   const double budget_ms = options.case_budget_s * 1e3;
@@ -153,7 +173,10 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     }
     warm_ms += t0->front();
   }
-  if (options.check_numerics) CheckNumerics(p, host, out->data(), context, call, r);
+  if (options.check_numerics) {
+    next_set = 0;  // the check's call writes set 0's output
+    CheckNumerics(p, host, tensors[0].out.data, context, call, r);
+  }
 
   const bool graph = options.cuda_graph && context.info().kind == DeviceKind::kCuda;
   r.timing = graph ? absl::StrFormat("cuda graph (%d calls per replay)", options.graph_calls)
@@ -209,6 +232,10 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
   if (!(o.case_budget_s > 0 && o.case_budget_s <= 3600)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("case_budget_s: must be in (0, 3600], got %g", o.case_budget_s));
+  }
+  if (o.rotate_inputs < 1 || o.rotate_inputs > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rotate_inputs: must be in [1, 64], got %d", o.rotate_inputs));
   }
   if (o.graph_calls < 1 || o.graph_calls > 1000) {
     return absl::InvalidArgumentError(

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "attn/device.h"
+#include "bench/fill_kernels.h"
 #include "cuda/check.h"
 #include "platform.h"
 
@@ -164,6 +165,15 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
   }
   if (!status.ok()) return status;
   return ms;
+}
+
+absl::Status FillNormalOnStream(CudaStream stream, void* dst, int64_t count, DType dtype,
+                                uint64_t seed) {
+  const FillType type = dtype == DType::kFloat32    ? FillType::kFloat32
+                        : dtype == DType::kBFloat16 ? FillType::kBFloat16
+                                                    : FillType::kFloat16;
+  ATTN_CUDA_RETURN_IF_ERROR(LaunchNormalFill(dst, count, type, seed, stream));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream stream,
