@@ -20,3 +20,5 @@ for round in 1 2 3; do
   .gpu/run attn-bench --suite=large --format=csv 2>/dev/null | grep '"large causal","cudnn","cudnn",4,8192' | cut -d, -f13 | sed "s/^/round $round runner median ms: /"
   .gpu/run attn-bench --backend=cudnn --dtypes=bfloat16 --batch=4 --heads=16 --head_dim=128 --seq_lens=8192 --causal --warmup=10 --repeats=50 | grep '^cudnn' | awk -v r=$round '{print "round " r " plain  median ms: " $(NF-6)}'
 done
+echo "== the JAX notebook's equivalent cells (jit per shape), cold"
+PYTHONUNBUFFERED=1 timeout 240 python3 bench/jax_codelab.py 2>&1 | grep -vE 'Warning|warn' | tail -25
