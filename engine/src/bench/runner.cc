@@ -257,7 +257,8 @@ absl::StatusOr<std::vector<BenchResult>> RunBenchmark(const std::vector<BenchCas
     if (Cancelled(cancel)) {
       r.status = absl::CancelledError("benchmark cancelled before this case");
     } else {
-      RunCase(cases[i], options, options.seed + 3 * i, context, cancel, r);
+      // Each case draws from its own streams: 3 tensors x up to 64 input sets.
+      RunCase(cases[i], options, options.seed + 3 * 64 * i, context, cancel, r);
     }
     if (progress) progress(i, cases.size(), r);
   }
