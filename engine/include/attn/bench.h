@@ -44,7 +44,7 @@ struct BenchOptions {
   int warmup = 10;             // untimed calls first (plan builds happen here)
   int repeats = 50;            // timed calls at most
   double case_budget_s = 2.0;  // stop timing a case after this much device time (>= 1 repeat)
-  uint64_t seed = 0;           // inputs are normal(0, 1) from this seed
+  uint64_t seed = 0;           // inputs: NormalAt(seed, i), approximately normal(0, 1)
   RunOptions run;              // passed to every call (autotune)
   // Time replays of a CUDA graph of graph_calls calls (no launch gaps); eager calls otherwise
   // and on the CPU.

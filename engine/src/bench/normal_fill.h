@@ -10,8 +10,6 @@
 #define ATTN_HOST_DEVICE
 #endif
 
-#include <cmath>
-
 namespace attn {
 
 // splitmix64: a fast, well-mixed 64-bit hash of a counter.
@@ -22,15 +20,19 @@ ATTN_HOST_DEVICE inline uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// normal(0, 1) for element `i` of the stream `seed` (Box-Muller on two 24-bit uniforms; float
-// arithmetic with correctly rounded logf/cosf so host and device agree to the last bit for
-// the dtypes we store).
+// Approximately normal(0, 1) for element `i` of the stream `seed`: the Irwin-Hall sum of twelve
+// 24-bit uniforms minus 6 (mean 0, variance 1, |x| <= 6). The sum is exact in integers and its
+// one conversion to float is correctly rounded everywhere, so host and device agree to the bit
+// (transcendental functions, as in Box-Muller, differ between the host and device libraries).
 ATTN_HOST_DEVICE inline float NormalAt(uint64_t seed, uint64_t i) {
-  const uint64_t h = SplitMix64(seed * 0xd1342543de82ef95ull + i);
-  const float u1 = (static_cast<float>(h >> 40) + 1.0f) * (1.0f / 16777217.0f);  // (0, 1)
-  const float u2 = static_cast<float>((h >> 16) & 0xffffffu) * (1.0f / 16777216.0f);
-  const double r = std::sqrt(-2.0 * std::log(static_cast<double>(u1)));
-  return static_cast<float>(r * std::cos(6.283185307179586 * static_cast<double>(u2)));
+  uint64_t sum = 0;
+  const uint64_t base = seed * 0xd1342543de82ef95ull + i * 6;
+  for (uint64_t j = 0; j < 6; ++j) {
+    const uint64_t h = SplitMix64(base + j);
+    sum += (h >> 40) + ((h >> 8) & 0xffffffu);  // two 24-bit uniforms
+  }
+  // sum < 12 * 2^24 < 2^28; subtracting 6 * 2^24 is exact, as is the scaling by 2^-24.
+  return static_cast<float>(static_cast<int64_t>(sum) - (int64_t{6} << 24)) * (1.0f / 16777216.0f);
 }
 
 }  // namespace attn

@@ -191,22 +191,22 @@ absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream stream,
     return captured;
   }
   ATTN_CUDA_RETURN_IF_ERROR(ended);
+  // (No StatusOr is ever made from an OK status: abseil aborts on that in debug builds.)
+  absl::StatusOr<std::vector<double>> per_replay =
+      absl::InternalError("graph replay did not run");
   absl::Status status =
       CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate", __FILE__, __LINE__);
-  absl::StatusOr<std::vector<double>> per_replay = status;
+  // One untimed launch uploads the graph.
   if (status.ok()) {
-    // One untimed launch uploads the graph.
     status = CudaStatus(cudaGraphLaunch(exec, stream), "cudaGraphLaunch", __FILE__, __LINE__);
-    if (status.ok()) {
-      per_replay = TimeOnStream(
-          stream,
-          [&] {
-            return CudaStatus(cudaGraphLaunch(exec, stream), "cudaGraphLaunch", __FILE__, __LINE__);
-          },
-          0, replays);
-    } else {
-      per_replay = status;
-    }
+  }
+  if (status.ok()) {
+    per_replay = TimeOnStream(
+        stream,
+        [&] { return CudaStatus(cudaGraphLaunch(exec, stream), "cudaGraphLaunch", __FILE__, __LINE__); },
+        0, replays);
+  } else {
+    per_replay = status;
   }
   if (exec != nullptr) cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
