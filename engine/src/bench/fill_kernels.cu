@@ -4,24 +4,16 @@
 
 #include "bench/fill_kernels.h"
 #include "bench/normal_fill.h"
+#include "cuda/from_float.cuh"
 
 namespace attn {
 namespace {
 
 template <typename T>
-__device__ T Narrow(float x);
-template <>
-__device__ float Narrow<float>(float x) { return x; }
-template <>
-__device__ __nv_bfloat16 Narrow<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ __half Narrow<__half>(float x) { return __float2half_rn(x); }
-
-template <typename T>
 __global__ void NormalFillKernel(T* dst, int64_t count, uint64_t seed) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
-    dst[i] = Narrow<T>(NormalAt(seed, static_cast<uint64_t>(i)));
+    dst[i] = FromFloat<T>(NormalAt(seed, static_cast<uint64_t>(i)));
   }
 }
 

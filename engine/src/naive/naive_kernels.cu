@@ -3,6 +3,7 @@
 
 #include <cfloat>
 
+#include "cuda/from_float.cuh"
 #include "naive/naive_kernels.h"
 
 namespace attn {
@@ -19,15 +20,6 @@ __global__ void NaivePointersKernel(NaivePointerParams p) {
   p.score_ptrs[i] = p.scores + i * p.q_len * p.kv_len;
   p.out_ptrs[i] = p.out + (b * p.out_batch_stride + n * p.out_head_stride) * e;
 }
-
-template <typename T>
-__device__ T FromFloat(float x);
-template <>
-__device__ float FromFloat<float>(float x) { return x; }
-template <>
-__device__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ __half FromFloat<__half>(float x) { return __float2half_rn(x); }
 
 // Merges two online-softmax states (running max m, sum of exp(x - m) l).
 __device__ void Merge(float& m, float& l, float m2, float l2) {
