@@ -19,6 +19,19 @@ TensorView TensorView::Contiguous(void* data, int64_t capacity_bytes, DType dtyp
   return v;
 }
 
+AttentionTensors PackedTensors(const AttentionProblem& p, MemoryKind memory, void* q, void* k,
+                               void* v, void* out) {
+  const int64_t e = DTypeSize(p.dtype);
+  const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
+  return {TensorView::Contiguous(q, qb, p.dtype, memory, p.batch, p.q_len, p.num_heads, p.head_dim),
+          TensorView::Contiguous(k, kvb, p.dtype, memory, p.batch, p.kv_len, p.num_kv_heads,
+                                 p.head_dim),
+          TensorView::Contiguous(v, kvb, p.dtype, memory, p.batch, p.kv_len, p.num_kv_heads,
+                                 p.head_dim),
+          TensorView::Contiguous(out, qb, p.dtype, memory, p.batch, p.q_len, p.num_heads,
+                                 p.head_dim)};
+}
+
 namespace {
 
 // Byte range [begin, end) a validated view can touch.

@@ -253,16 +253,8 @@ int main(int argc, char** argv) {
         return Fail(s);
       }
     }
-    const auto mem = context.memory();
-    attn::AttentionTensors tensors{
-        attn::TensorView::Contiguous(q->data(), q_bytes, p.dtype, mem, p.batch, p.q_len,
-                                     p.num_heads, p.head_dim),
-        attn::TensorView::Contiguous(k->data(), kv_bytes, p.dtype, mem, p.batch, p.kv_len,
-                                     p.num_kv_heads, p.head_dim),
-        attn::TensorView::Contiguous(v->data(), kv_bytes, p.dtype, mem, p.batch, p.kv_len,
-                                     p.num_kv_heads, p.head_dim),
-        attn::TensorView::Contiguous(out->data(), q_bytes, p.dtype, mem, p.batch, p.q_len,
-                                     p.num_heads, p.head_dim)};
+    const attn::AttentionTensors tensors = attn::PackedTensors(
+        p, context.memory(), q->data(), k->data(), v->data(), out->data());
     for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_backend), ',')) {
       auto backend = registry.Resolve(name, p, context.info());
       if (!backend.ok()) {

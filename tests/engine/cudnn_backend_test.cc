@@ -151,12 +151,8 @@ TEST(CudnnBackend, AutotuneGivesTheSameResult) {
   ASSERT_TRUE(gpu.CopyToDevice(base, in.q.bytes.data(), qb).ok());
   ASSERT_TRUE(gpu.CopyToDevice(base + qb, in.k.bytes.data(), kvb).ok());
   ASSERT_TRUE(gpu.CopyToDevice(base + qb + kvb, in.v.bytes.data(), kvb).ok());
-  const auto mem = MemoryKind::kDevice;
-  AttentionTensors t{
-      TensorView::Contiguous(base, qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim),
-      TensorView::Contiguous(base + qb, kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
-      TensorView::Contiguous(base + qb + kvb, kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
-      TensorView::Contiguous(base + qb + 2 * kvb, qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim)};
+  const AttentionTensors t = PackedTensors(p, MemoryKind::kDevice, base, base + qb, base + qb + kvb,
+                                            base + qb + 2 * kvb);
   RunOptions tuned;
   tuned.autotune = true;
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(RunAttention(*Cudnn(), p, t, gpu, tuned).ok());

@@ -50,19 +50,6 @@ std::vector<double> Reference(const Inputs& in) {
 
 namespace {
 
-AttentionTensors Views(const AttentionProblem& p, MemoryKind mem, void* q, void* k, void* v,
-                       void* out) {
-  const int64_t e = DTypeSize(p.dtype);
-  const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
-  return {TensorView::Contiguous(q, qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim),
-          TensorView::Contiguous(k, kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads,
-                                 p.head_dim),
-          TensorView::Contiguous(v, kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads,
-                                 p.head_dim),
-          TensorView::Contiguous(out, qb, p.dtype, mem, p.batch, p.q_len, p.num_heads,
-                                 p.head_dim)};
-}
-
 absl::StatusOr<const Backend*> Lookup(const std::string& name, const AttentionProblem& p,
                                       const DeviceInfo& device) {
   return BackendRegistry::Default().Resolve(name, p, device);
@@ -87,7 +74,7 @@ absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string
   if (!b.ok()) return b.status();
   std::vector<uint8_t> q = in.q.bytes, k = in.k.bytes, v = in.v.bytes;
   std::vector<uint8_t> out(q.size(), 0xff);
-  if (auto s = RunAttention(**b, p, Views(p, MemoryKind::kHost, q.data(), k.data(), v.data(),
+  if (auto s = RunAttention(**b, p, PackedTensors(p, MemoryKind::kHost, q.data(), k.data(), v.data(),
                                           out.data()),
                             *cpu);
       !s.ok()) {
@@ -130,7 +117,7 @@ absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string
     if (auto s = gpu->CopyToDevice((*block)->data(), src, (*block)->size()); !s.ok()) return s;
   }
   if (auto s = RunAttention(**b, p,
-                            Views(p, MemoryKind::kDevice, q->data(), k->data(),
+                            PackedTensors(p, MemoryKind::kDevice, q->data(), k->data(),
                                   v->data(), out->data()),
                             *gpu);
       !s.ok()) {

@@ -38,6 +38,11 @@ struct AttentionTensors {
   TensorView q, k, v, out;
 };
 
+// Packed BTNH views of one call's four buffers, each holding exactly its tensor: q and out
+// (B, T, N, H), k and v (B, S, K, H), all of `p`'s dtype in `memory`.
+AttentionTensors PackedTensors(const AttentionProblem& p, MemoryKind memory, void* q, void* k,
+                               void* v, void* out);
+
 // Checks that `view` (named `name` in messages: "q", "k", "v", "out") is a valid operand of `p`:
 // data non-null, dtype equals the problem's, shape is (B, T, N, H) for q/out or (B, S, K, H) for
 // k/v, strides are >= 1 with strides[3] == 1, and the furthest element lies within

@@ -61,14 +61,8 @@ void CheckNumerics(const AttentionProblem& p, const std::vector<uint8_t> (&host)
   auto host_context = DeviceContext::CreateCpu(host_options);
   if (s.ok()) s = host_context.status();
   if (s.ok()) {
-    const int64_t qb32 = QueryElements(p) * 4, kvb32 = KeyValueElements(p) * 4;
-    const MemoryKind h = MemoryKind::kHost;
-    const DType f32 = DType::kFloat32;
     s = RunAttention(*cpu, ref,
-                     {TensorView::Contiguous(q.data(), qb32, f32, h, p.batch, p.q_len, p.num_heads, p.head_dim),
-                      TensorView::Contiguous(k.data(), kvb32, f32, h, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
-                      TensorView::Contiguous(v.data(), kvb32, f32, h, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
-                      TensorView::Contiguous(want.data(), qb32, f32, h, p.batch, p.q_len, p.num_heads, p.head_dim)},
+                     PackedTensors(ref, MemoryKind::kHost, q.data(), k.data(), v.data(), want.data()),
                      **host_context);
   }
   if (!s.ok()) {
@@ -121,7 +115,6 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   std::vector<ArenaBlock> blocks;
   std::vector<AttentionTensors> tensors;
   std::vector<uint8_t> host[3];
-  const MemoryKind mem = context.memory();
   for (int set = 0; set < sets; ++set) {
     void* data[4];
     for (int i = 0; i < 4; ++i) {
@@ -147,11 +140,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
       if (!r.status.ok()) return;
       if (set == 0) host[i] = std::move(copy);
     }
-    tensors.push_back(
-        {TensorView::Contiguous(data[0], qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim),
-         TensorView::Contiguous(data[1], kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
-         TensorView::Contiguous(data[2], kvb, p.dtype, mem, p.batch, p.kv_len, p.num_kv_heads, p.head_dim),
-         TensorView::Contiguous(data[3], qb, p.dtype, mem, p.batch, p.q_len, p.num_heads, p.head_dim)});
+    tensors.push_back(PackedTensors(p, context.memory(), data[0], data[1], data[2], data[3]));
   }
   // The case's own footprint: what it holds now plus the workspace each call takes.
   r.peak_arena_bytes = context.arena().bytes_in_use() - in_use_before + r.workspace_bytes;
