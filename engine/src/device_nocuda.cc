@@ -51,7 +51,7 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream, const std::function
   return absl::FailedPreconditionError(kNoCuda);
 }
 
-absl::Status FillNormalOnStream(CudaStream, void*, int64_t, DType, uint64_t) {
+absl::Status FillNormalOnStream(CudaStream, void*, int64_t, DType, uint64_t, std::optional<DType>) {
   return absl::FailedPreconditionError(kNoCuda);
 }
 

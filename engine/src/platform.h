@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,8 +25,10 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
                                                  int warmup, int repeats);
 
 // Fills `count` elements of device memory at `dst` with NormalAt(seed, i) in `dtype`, on `stream`.
+// With `rounded_to` set, the values are those of a `rounded_to` tensor from the same stream,
+// stored as float32 (`dtype` must then be float32): a widened copy for a float32 reference.
 absl::Status FillNormalOnStream(CudaStream stream, void* dst, int64_t count, DType dtype,
-                                uint64_t seed);
+                                uint64_t seed, std::optional<DType> rounded_to = std::nullopt);
 
 // The CUDA side of TimeGraphReplays.
 absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream stream,

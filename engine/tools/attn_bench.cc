@@ -3,11 +3,11 @@
 //   attn-bench --backend=naive --dtypes=float32,bfloat16 --batch=4 --seq_lens=1024 --heads=8
 //              --head_dim=64 [--kv_heads=8] [--causal] [--warmup=10] [--repeats=50]
 //
-// Inputs are normal(0, 1) from --seed, generated on the host and copied to the device once;
-// each repeat is bracketed by CUDA events on the context's stream (host clock on the CPU).
+// Inputs are the runner's approximately normal(0, 1) values from --seed (attn::FillNormal), filled
+// where they live; each repeat is bracketed by CUDA events on the context's stream (host clock on
+// the CPU). --suite runs a named suite through the engine's runner instead.
 #include <algorithm>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -49,19 +49,6 @@ ABSL_FLAG(bool, list, false, "list backends with their verdict for the first cas
 
 namespace {
 
-void FillNormal(std::vector<uint16_t>& bits16, std::vector<float>& f32, attn::DType dtype,
-                int64_t count, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.f, 1.f);
-  f32.resize(static_cast<size_t>(count));
-  for (auto& x : f32) x = normal(rng);
-  if (dtype == attn::DType::kFloat32) return;
-  bits16.resize(f32.size());
-  for (size_t i = 0; i < f32.size(); ++i) {
-    bits16[i] = dtype == attn::DType::kBFloat16 ? attn::FloatToBFloat16Bits(f32[i])
-                                                : attn::FloatToFloat16Bits(f32[i]);
-  }
-}
-
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "attn-bench: %s\n", std::string(s.message()).c_str());
   return 1;
@@ -99,7 +86,9 @@ std::vector<std::pair<std::string, std::string>> Fields(const attn::BenchResult&
           {"peak_arena_bytes", absl::StrCat(r.peak_arena_bytes)}, {"timing", Quoted(r.timing)},
           {"input_sets", absl::StrCat(r.input_sets)},
           {"max_abs_error", num(r.max_abs_error)}, {"rel_l2_error", num(r.rel_l2_error)},
-          {"numerics", Quoted(r.numerics_note)}, {"device", Quoted(device)}};
+          {"numerics", Quoted(r.numerics_note)},
+          {"causal_first_diff", num(r.causal_first_diff)},
+          {"causal_last_diff", num(r.causal_last_diff)}, {"device", Quoted(device)}};
 }
 
 // Runs a named suite with the engine's runner: a table per section as cases finish, or CSV /
@@ -144,6 +133,11 @@ int RunSuite(attn::DeviceContext& context) {
                       r.stats.p90, r.tflops, static_cast<long long>(r.stats.count),
                       r.budget_cut ? "*" : " ",
                       r.max_abs_error >= 0 ? absl::StrFormat("%.2e", r.max_abs_error).c_str() : "-");
+          if (r.causal_first_diff >= 0 && section == "correctness") {
+            std::printf("%-9s causal vs full, max diff: first (t=0) %.4f (large: causal restricts "
+                        "to self only); last (t=T-1) %.2e (~0: attends to all positions either way)\n",
+                        "", r.causal_first_diff, r.causal_last_diff);
+          }
         }
         std::fflush(stdout);
       });
@@ -229,7 +223,6 @@ int main(int argc, char** argv) {
 
   std::printf("%-7s %-44s %10s %10s %10s %9s %9s %12s %9s\n", "backend", "problem", "median ms",
               "min ms", "p90 ms", "TFLOP/s", "GB/s*", "workspace MB", "plan ms");
-  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
   attn::RunOptions run_options;
   run_options.autotune = absl::GetFlag(FLAGS_autotune);
   for (const auto& p : problems) {
@@ -243,13 +236,10 @@ int main(int argc, char** argv) {
     for (auto* block : {&q, &k, &v, &out}) {
       if (!block->ok()) return Fail(block->status());
     }
-    std::vector<uint16_t> bits16;
-    std::vector<float> f32;
+    uint64_t seed = absl::GetFlag(FLAGS_seed);
     for (auto* block : {&q, &k, &v}) {
-      FillNormal(bits16, f32, p.dtype, (*block)->size() / elem, rng);
-      const void* src = p.dtype == attn::DType::kFloat32 ? static_cast<const void*>(f32.data())
-                                                         : static_cast<const void*>(bits16.data());
-      if (auto s = context.CopyToDevice((*block)->data(), src, (*block)->size()); !s.ok()) {
+      if (auto s = attn::FillNormal(context, (*block)->data(), (*block)->size() / elem, p.dtype, seed++);
+          !s.ok()) {
         return Fail(s);
       }
     }

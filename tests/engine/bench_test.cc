@@ -1,9 +1,13 @@
 // Benchmark runner pieces: statistics, suites, and a run end to end on the CPU backend.
 #include <atomic>
+#include <cstdio>
 #include <cmath>
 #include <map>
 
+#include "attn/attention.h"
 #include "attn/bench.h"
+#include "attn/registry.h"
+#include "attn/timing.h"
 #include "bench/normal_fill.h"
 #include "platform.h"
 #include "engine/test_util.h"
@@ -76,7 +80,25 @@ TEST(NormalFill, DeviceFillMatchesTheHostCopy) {
     }
     // Integer arithmetic and one correctly rounded conversion: identical bits.
     EXPECT_EQ(mismatches, 0) << DTypeName(dtype) << ", worst relative difference " << worst;
+
+    // The float32 copy of the same stream (the naive float32 reference's inputs) holds exactly
+    // the narrower tensor's values.
+    auto wide = gpu.arena().Allocate(count * 4);
+    ASSERT_TRUE(wide.ok());
+    ASSERT_TRUE(FillNormalOnStream(gpu.stream(), wide->data(), count, DType::kFloat32, 99, dtype).ok());
+    std::vector<float> widened(static_cast<size_t>(count));
+    ASSERT_TRUE(gpu.CopyToHost(widened.data(), wide->data(), count * 4).ok());
+    mismatches = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      if (widened[static_cast<size_t>(i)] != LoadAsDouble(&got[0], dtype, i)) ++mismatches;
+    }
+    EXPECT_EQ(mismatches, 0) << "float32 copy of " << DTypeName(dtype);
   }
+  auto block = gpu.arena().Allocate(64);
+  ASSERT_TRUE(block.ok());
+  EXPECT_EQ(FillNormalOnStream(gpu.stream(), block->data(), 16, DType::kBFloat16, 1, DType::kFloat16)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Suites, CodelabHasTheCodelabsTables) {
@@ -94,7 +116,7 @@ TEST(Suites, CodelabHasTheCodelabsTables) {
             "suite: unknown 'huge'; expected codelab or large");
   // Without a GPU every table has one cpu column.
   auto cpu = ExpandSuite("codelab", CpuDeviceInfo()).value();
-  EXPECT_EQ(cpu.size(), 5u + 5 + 3 + 5);
+  EXPECT_EQ(cpu.size(), 5u + 5 + 3 + 5 + 1);  // and the causal-effect row
   for (const auto& c : cpu) EXPECT_EQ(c.backend, "cpu");
 }
 
@@ -204,6 +226,109 @@ TEST(RunBenchmark, RotatesInputSetsAndChecksTheFirst) {
   options.rotate_inputs = 0;
   EXPECT_EQ(RunBenchmark(cases, options, SharedCpuContext()).status().message(),
             "rotate_inputs: must be in [1, 64], got 0");
+}
+
+TEST(RunBenchmark, ReportsTheCausalEffectAtTheFirstAndLastPosition) {
+  std::vector<BenchCase> cases = {
+      {"t", AttentionProblem::SelfAttention(2, 64, 4, 32, DType::kBFloat16, true), "cpu"},
+      {"t", AttentionProblem::SelfAttention(2, 64, 4, 32, DType::kBFloat16, false), "cpu"}};
+  BenchOptions options;
+  options.warmup = 0;
+  options.repeats = 1;
+  options.check_numerics = true;
+  auto results = RunBenchmark(cases, options, SharedCpuContext());
+  ASSERT_TRUE(results.ok());
+  const BenchResult& causal = (*results)[0];
+  ASSERT_TRUE(causal.status.ok()) << causal.status;
+  // Position 0 sees one key instead of 64: its output is one row of V, not an average.
+  EXPECT_GT(causal.causal_first_diff, 0.5);
+  // The last position sees every key either way: equal up to bf16 output rounding.
+  EXPECT_GE(causal.causal_last_diff, 0);
+  EXPECT_LT(causal.causal_last_diff, 8e-3);
+  EXPECT_EQ((*results)[1].causal_first_diff, -1);  // only causal cases have the row
+}
+
+// Problems beyond the cpu reference's limit are checked against the naive backend in float32 on
+// the GPU, one batch and kv-head group at a time through strided views; the naive float32 run of
+// the whole problem must agree with it to float32 rounding, and cudnn bf16 to bf16's tolerance.
+TEST(RunBenchmarkGpu, ChecksLargeProblemsAgainstNaiveFloat32) {
+  ATTN_REQUIRE_GPU();
+  const auto p32 = AttentionProblem::SelfAttention(2, 2048, 8, 128, DType::kFloat32, true, 2);
+  ASSERT_GT(AttentionFlops(p32), kMaxNumericsFlops);
+  auto p16 = p32;
+  p16.dtype = DType::kBFloat16;
+  std::vector<BenchCase> cases = {{"t", p32, "naive"}, {"t", p16, "cudnn"}};
+  BenchOptions options;
+  options.warmup = 1;
+  options.repeats = 2;
+  options.check_numerics = true;
+  auto results = RunBenchmark(cases, options, *SharedGpuContext());
+  ASSERT_TRUE(results.ok()) << results.status();
+  const BenchResult& naive = (*results)[0];
+  ASSERT_TRUE(naive.status.ok()) << naive.status;
+  EXPECT_EQ(naive.numerics_note, "vs naive float32 on the GPU");
+  EXPECT_GE(naive.max_abs_error, 0);
+  EXPECT_LT(naive.max_abs_error, ToleranceFor(DType::kFloat32).atol);
+  const BenchResult& cudnn = (*results)[1];
+  if (!cudnn.status.ok()) GTEST_SKIP() << "cudnn: " << cudnn.status.message();
+  EXPECT_EQ(cudnn.numerics_note, "vs naive float32 on the GPU");
+  const Tolerance bf16 = ToleranceFor(DType::kBFloat16);
+  EXPECT_GT(cudnn.max_abs_error, 0);
+  EXPECT_LT(cudnn.max_abs_error, bf16.atol + 4 * bf16.rtol);  // |out| <= ~4
+  EXPECT_LT(cudnn.rel_l2_error, bf16.rel_l2);
+  EXPECT_GT(cudnn.causal_first_diff, 0.5);
+  EXPECT_LT(cudnn.causal_last_diff, 2 * bf16.atol);
+}
+
+// The runner's median for a large cudnn case against a plain loop around the same call: one pair
+// of events around 50 calls (no per-call events, no chunking). Interleaved over rounds, because
+// the H200's clocks settle into different states over a long run.
+TEST(RunBenchmarkGpu, MedianAgreesWithAPlainEventTimedLoop) {
+  ATTN_REQUIRE_GPU();
+  DeviceContext& gpu = *SharedGpuContext();
+  const auto p = AttentionProblem::SelfAttention(4, 8192, 16, 128, DType::kBFloat16, true);
+  const Backend* cudnn = BackendRegistry::Default().Find("cudnn");
+  if (cudnn == nullptr) GTEST_SKIP() << "built without cuDNN";
+  if (auto s = cudnn->CheckSupport(p, gpu.info()); !s.ok()) GTEST_SKIP() << s.message();
+  BenchOptions options;  // the defaults: 10 warm-ups, 50 repeats
+  const std::vector<BenchCase> cases = {{"t", p, "cudnn"}};
+  const int64_t qb = QueryElements(p) * 2, kvb = KeyValueElements(p) * 2;
+  std::vector<ArenaBlock> blocks;
+  void* data[4];
+  for (int i = 0; i < 4; ++i) {
+    auto block = gpu.arena().Allocate(i == 0 || i == 3 ? qb : kvb);
+    ASSERT_TRUE(block.ok()) << block.status();
+    data[i] = block->data();
+    // The runner's first case reads seeds seed + 0, 1, 2: the same inputs.
+    if (i < 3) {
+      ASSERT_TRUE(FillNormal(gpu, data[i], block->size() / 2, p.dtype, options.seed + i).ok());
+    }
+    blocks.push_back(*std::move(block));
+  }
+  const AttentionTensors t = PackedTensors(p, gpu.memory(), data[0], data[1], data[2], data[3]);
+  const auto call = [&] { return RunAttention(*cudnn, p, t, gpu); };
+  constexpr int kCalls = 50;
+  std::vector<double> runner, plain;
+  for (int round = 0; round < 3; ++round) {
+    auto results = RunBenchmark(cases, options, gpu);
+    ASSERT_TRUE(results.ok() && results->front().status.ok());
+    runner.push_back(results->front().stats.median);
+    auto loop = TimeOnDevice(
+        gpu,
+        [&] {
+          for (int i = 0; i < kCalls; ++i) {
+            if (auto s = call(); !s.ok()) return s;
+          }
+          return absl::OkStatus();
+        },
+        1, 1);
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    plain.push_back(loop->front() / kCalls);
+  }
+  const double r = Summarize(runner).median, l = Summarize(plain).median;
+  std::printf("runner medians %.4f %.4f %.4f ms; plain loop means %.4f %.4f %.4f ms; ratio %.4f\n",
+              runner[0], runner[1], runner[2], plain[0], plain[1], plain[2], r / l);
+  EXPECT_NEAR(r / l, 1.0, 0.03);
 }
 
 TEST(RunBenchmark, RejectsBadOptionsNamingTheField) {

@@ -50,8 +50,8 @@ struct BenchOptions {
   // and on the CPU.
   bool cuda_graph = false;
   int graph_calls = 20;
-  // Compare each output with the float64 cpu backend on the same inputs (problems of up to
-  // kMaxNumericsFlops; larger ones say so in numerics_note).
+  // Compare each output with a reference on the same inputs: the float64 cpu backend for
+  // problems of up to kMaxNumericsFlops, the naive backend in float32 on the GPU beyond.
   bool check_numerics = false;
   // Input sets cycled through call by call (1: the same buffers every call, as the peers time);
   // several sets keep small problems from being timed out of a warm L2 cache.
@@ -73,11 +73,23 @@ struct BenchResult {
   std::string timing;            // "cuda events", "cuda graph (20 calls per replay)", "host clock"
   int input_sets = 1;            // input sets rotated through (BenchOptions::rotate_inputs)
   // With check_numerics: max |out - ref| and ||out - ref|| / ||ref|| against the float64 cpu
-  // backend, or why they were not computed.
+  // backend (problems up to kMaxNumericsFlops) or the naive backend in float32 on the GPU
+  // (larger ones), or why they were not computed.
   double max_abs_error = -1;
   double rel_l2_error = -1;
   std::string numerics_note;
+  // With check_numerics on a causal case with T == S: max |causal - unmasked| output of the same
+  // backend at the first query position (large: it sees only itself) and the last (~0: it sees
+  // every key either way), the codelab's causal-effect rows. -1 when not computed.
+  double causal_first_diff = -1;
+  double causal_last_diff = -1;
 };
+
+// Fills `count` elements of `dtype` at `dst`, memory of `context`, with the runner's inputs:
+// approximately normal(0, 1) values that are a pure function of (seed, element index), the same
+// on the host and the device. A kernel on the context's stream for a GPU context.
+absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType dtype,
+                        uint64_t seed);
 
 // InvalidArgument naming the field: warmup in [0, 10000], repeats in [1, 100000],
 // case_budget_s in (0, 3600], graph_calls in [1, 1000], rotate_inputs in [1, 64].

@@ -15,55 +15,164 @@
 namespace attn {
 namespace {
 
-// The host copy of an input: the same NormalAt(seed, i) the device fill computes.
-std::vector<uint8_t> NormalBytes(int64_t count, DType dtype, uint64_t seed) {
-  std::vector<uint8_t> bytes(static_cast<size_t>(count * DTypeSize(dtype)));
-  for (int64_t i = 0; i < count; ++i) {
-    StoreFromDouble(bytes.data(), dtype, i, NormalAt(seed, static_cast<uint64_t>(i)));
-  }
-  return bytes;
-}
-
 bool Cancelled(const std::atomic<bool>* cancel) { return cancel != nullptr && cancel->load(); }
 
-// Runs the case once more, copies the output back and compares it with the float64 cpu backend
-// on the same input bytes.
-void CheckNumerics(const AttentionProblem& p, const std::vector<uint8_t> (&host)[3], void* out,
-                   DeviceContext& context, const std::function<absl::Status()>& call,
-                   BenchResult& r) {
-  if (AttentionFlops(p) > kMaxNumericsFlops) {
-    r.numerics_note = absl::StrFormat(
-        "not checked: %.1f GFLOP is beyond the cpu reference's %.0f GFLOP limit",
-        AttentionFlops(p) / 1e9, kMaxNumericsFlops / 1e9);
-    return;
-  }
+// The seed of input `tensor` (0 q, 1 k, 2 v) of input set `set` of a case.
+uint64_t InputSeed(uint64_t case_seed, int set, int tensor) { return case_seed + 3 * set + tensor; }
+
+// The float64 cpu backend on host copies of the case's inputs (exact values, float32 storage:
+// the only rounding is float64 -> float32 at the end, far below any backend's error).
+absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, DeviceContext& context,
+                          std::vector<float>& want) {
   const Backend* cpu = BackendRegistry::Default().Find("cpu");
-  const int64_t e = DTypeSize(p.dtype), qb = QueryElements(p) * e;
-  std::vector<uint8_t> got(static_cast<size_t>(qb));
-  absl::Status s = call();
-  if (s.ok()) s = context.CopyToHost(got.data(), out, qb);
-  // The reference runs in float32 storage on the exact input values, so its only rounding is
-  // float64 -> float32 at the end, far below any backend's error.
   AttentionProblem ref = p;
   ref.dtype = DType::kFloat32;
-  auto widen = [](const std::vector<uint8_t>& bytes, DType dtype) {
-    std::vector<float> f(bytes.size() / static_cast<size_t>(DTypeSize(dtype)));
-    for (size_t i = 0; i < f.size(); ++i) {
-      f[i] = static_cast<float>(LoadAsDouble(bytes.data(), dtype, static_cast<int64_t>(i)));
+  std::vector<float> in[3];
+  for (int i = 0; i < 3; ++i) {
+    in[i].resize(static_cast<size_t>(i == 0 ? QueryElements(p) : KeyValueElements(p)));
+    std::vector<uint8_t> bytes(in[i].size() * static_cast<size_t>(DTypeSize(p.dtype)));
+    for (size_t j = 0; j < in[i].size(); ++j) {
+      const double x = NormalAt(InputSeed(case_seed, 0, i), j);
+      StoreFromDouble(bytes.data(), p.dtype, static_cast<int64_t>(j), x);
+      in[i][j] = static_cast<float>(LoadAsDouble(bytes.data(), p.dtype, static_cast<int64_t>(j)));
     }
-    return f;
-  };
-  std::vector<float> q = widen(host[0], p.dtype), k = widen(host[1], p.dtype),
-                     v = widen(host[2], p.dtype), want(q.size());
+  }
+  want.assign(in[0].size(), 0.f);
   DeviceContextOptions host_options;
   host_options.arena_bytes = cpu->WorkspaceBytes(ref, context).value_or(0);
   host_options.pinned_host_bytes = 0;
   auto host_context = DeviceContext::CreateCpu(host_options);
-  if (s.ok()) s = host_context.status();
-  if (s.ok()) {
-    s = RunAttention(*cpu, ref,
-                     PackedTensors(ref, MemoryKind::kHost, q.data(), k.data(), v.data(), want.data()),
-                     **host_context);
+  if (!host_context.ok()) return host_context.status();
+  return RunAttention(*cpu, ref,
+                      PackedTensors(ref, MemoryKind::kHost, in[0].data(), in[1].data(),
+                                    in[2].data(), want.data()),
+                      **host_context);
+}
+
+// The naive backend in true float32 on the GPU, on float32 copies of the case's inputs, for
+// problems too large for the cpu reference (its error vs float64 is ~1e-6, far below bf16's).
+// Runs one batch and as many kv-head groups at a time as the arena's free space allows for the
+// (T, S) score matrices.
+absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed,
+                                   DeviceContext& context, std::vector<float>& want) {
+  const Backend* naive = BackendRegistry::Default().Find("naive");
+  if (naive == nullptr) return absl::FailedPreconditionError("the naive backend is not built in");
+  AttentionProblem ref = p;
+  ref.dtype = DType::kFloat32;
+  std::vector<ArenaBlock> blocks;
+  void* data[4];
+  for (int i = 0; i < 4; ++i) {
+    const int64_t count = i == 0 || i == 3 ? QueryElements(p) : KeyValueElements(p);
+    auto block = context.arena().Allocate(count * 4);
+    if (!block.ok()) return block.status();
+    data[i] = block->data();
+    blocks.push_back(*std::move(block));
+    if (i < 3) {
+      auto s = FillNormalOnStream(context.stream(), data[i], count, DType::kFloat32,
+                                  InputSeed(case_seed, 0, i), p.dtype);
+      if (!s.ok()) return s;
+    }
+  }
+  const AttentionTensors full = PackedTensors(ref, context.memory(), data[0], data[1], data[2], data[3]);
+  const int64_t group = p.num_heads / p.num_kv_heads;
+  // The most kv heads per call whose workspace fits the arena's largest free block.
+  AttentionProblem sub = ref;
+  sub.batch = 1;
+  int64_t g = p.num_kv_heads;
+  for (; g > 0; g /= 2) {
+    sub.num_kv_heads = g;
+    sub.num_heads = g * group;
+    auto ws = naive->WorkspaceBytes(sub, context);
+    if (ws.ok() && *ws <= context.arena().largest_free_block()) break;
+  }
+  if (g == 0) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "one head's %d x %d float32 score matrix does not fit the arena's free %d bytes",
+        p.q_len, p.kv_len, context.arena().largest_free_block()));
+  }
+  const auto view = [](const TensorView& t, int64_t b, int64_t head, int64_t heads) {
+    TensorView v = t;
+    const int64_t offset = t.Offset(b, 0, head);
+    v.data = static_cast<float*>(t.data) + offset;
+    v.capacity_bytes = t.capacity_bytes - offset * 4;
+    v.shape = {1, t.shape[1], heads, t.shape[3]};
+    return v;
+  };
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t k0 = 0; k0 < p.num_kv_heads; k0 += g) {
+      sub.num_kv_heads = std::min(g, p.num_kv_heads - k0);
+      sub.num_heads = sub.num_kv_heads * group;
+      const AttentionTensors t{view(full.q, b, k0 * group, sub.num_heads),
+                               view(full.k, b, k0, sub.num_kv_heads),
+                               view(full.v, b, k0, sub.num_kv_heads),
+                               view(full.out, b, k0 * group, sub.num_heads)};
+      if (auto s = RunAttention(*naive, sub, t, context); !s.ok()) return s;
+    }
+  }
+  want.resize(static_cast<size_t>(QueryElements(p)));
+  return context.CopyToHost(want.data(), data[3], QueryElements(p) * 4);
+}
+
+// The codelab's causal-effect row: the same backend without the mask on the same inputs, and
+// the largest output difference at the first query position (which then sees every key instead
+// of only itself) and at the last (which sees every key either way). Needs T == S.
+void CausalEffect(const Backend& backend, const AttentionProblem& p, const AttentionTensors& t,
+                  const std::vector<uint8_t>& causal_out, DeviceContext& context, BenchResult& r) {
+  AttentionProblem full = p;
+  full.causal = false;
+  if (p.q_len != p.kv_len || !backend.CheckSupport(full, context.info()).ok()) return;
+  const int64_t bytes = QueryElements(p) * DTypeSize(p.dtype);
+  auto out = context.arena().Allocate(bytes);
+  if (!out.ok()) return;
+  AttentionTensors tf = t;
+  tf.out.data = out->data();
+  std::vector<uint8_t> got(static_cast<size_t>(bytes));
+  if (!RunAttention(backend, full, tf, context).ok() ||
+      !context.CopyToHost(got.data(), out->data(), bytes).ok()) {
+    return;
+  }
+  const int64_t row = p.num_heads * p.head_dim;
+  const auto max_diff_at = [&](int64_t pos) {
+    double m = 0;
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t base = (b * p.q_len + pos) * row;
+      for (int64_t j = base; j < base + row; ++j) {
+        const double d = std::fabs(LoadAsDouble(causal_out.data(), p.dtype, j) -
+                                   LoadAsDouble(got.data(), p.dtype, j));
+        m = std::isnan(d) || d > m ? d : m;
+      }
+    }
+    return m;
+  };
+  r.causal_first_diff = max_diff_at(0);
+  r.causal_last_diff = max_diff_at(p.q_len - 1);
+}
+
+// Runs the case once more, copies the output back and compares it with a float32-or-better
+// reference on the same inputs: the float64 cpu backend up to kMaxNumericsFlops, naive float32
+// on the GPU beyond. Causal cases also get the causal-effect row.
+void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t case_seed,
+                   const AttentionTensors& t, DeviceContext& context,
+                   const std::function<absl::Status()>& call, BenchResult& r) {
+  const int64_t qb = QueryElements(p) * DTypeSize(p.dtype);
+  std::vector<uint8_t> got(static_cast<size_t>(qb));
+  absl::Status s = call();
+  if (s.ok()) s = context.CopyToHost(got.data(), t.out.data, qb);
+  if (!s.ok()) {
+    r.numerics_note = absl::StrFormat("not checked: %s", s.message());
+    return;
+  }
+  if (p.causal) CausalEffect(backend, p, t, got, context, r);
+  std::vector<float> want;
+  const bool small = AttentionFlops(p) <= kMaxNumericsFlops;
+  if (small) {
+    s = CpuReference(p, case_seed, context, want);
+  } else if (context.info().kind == DeviceKind::kCuda) {
+    s = NaiveFloat32Reference(p, case_seed, context, want);
+  } else {
+    s = absl::FailedPreconditionError(absl::StrFormat(
+        "%.1f GFLOP is beyond the cpu reference's %.0f GFLOP limit", AttentionFlops(p) / 1e9,
+        kMaxNumericsFlops / 1e9));
   }
   if (!s.ok()) {
     r.numerics_note = absl::StrFormat("not checked: %s", s.message());
@@ -79,7 +188,7 @@ void CheckNumerics(const AttentionProblem& p, const std::vector<uint8_t> (&host)
   }
   r.max_abs_error = max_abs;
   r.rel_l2_error = std::sqrt(err2 / std::max(ref2, 1e-300));
-  r.numerics_note = "vs cpu float64 reference";
+  r.numerics_note = small ? "vs cpu float64 reference" : "vs naive float32 on the GPU";
 }
 
 void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, DeviceContext& context,
@@ -111,10 +220,8 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   // Set 0 is the one the numerics check reads; further sets (rotate_inputs) have their own seeds
   // and are cycled through call by call, so small problems are not timed out of a warm L2.
   const int sets = std::max(1, options.rotate_inputs);
-  const bool on_device = context.info().kind == DeviceKind::kCuda;
   std::vector<ArenaBlock> blocks;
   std::vector<AttentionTensors> tensors;
-  std::vector<uint8_t> host[3];
   for (int set = 0; set < sets; ++set) {
     void* data[4];
     for (int i = 0; i < 4; ++i) {
@@ -125,20 +232,11 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
       }
       data[i] = block->data();
       blocks.push_back(*std::move(block));
-    }
-    // Inputs are filled where they live (a kernel on the GPU); the numerics check and the CPU
-    // context use host copies of the same values.
-    for (int i = 0; i < 3; ++i) {
-      const int64_t bytes = i == 0 ? qb : kvb, count = bytes / e;
-      const uint64_t tensor_seed = seed + 3 * set + i;
-      std::vector<uint8_t> copy;
-      if ((options.check_numerics && set == 0) || !on_device) {
-        copy = NormalBytes(count, p.dtype, tensor_seed);
+      if (i < 3) {
+        r.status = FillNormal(context, data[i], (i == 0 ? qb : kvb) / e, p.dtype,
+                              InputSeed(seed, set, i));
+        if (!r.status.ok()) return;
       }
-      r.status = on_device ? FillNormalOnStream(context.stream(), data[i], count, p.dtype, tensor_seed)
-                           : context.CopyToDevice(data[i], copy.data(), bytes);
-      if (!r.status.ok()) return;
-      if (set == 0) host[i] = std::move(copy);
     }
     tensors.push_back(PackedTensors(p, context.memory(), data[0], data[1], data[2], data[3]));
   }
@@ -164,7 +262,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   }
   if (options.check_numerics) {
     next_set = 0;  // the check's call writes set 0's output
-    CheckNumerics(p, host, tensors[0].out.data, context, call, r);
+    CheckNumerics(**backend, p, seed, tensors[0], context, call, r);
   }
 
   const bool graph = options.cuda_graph && context.info().kind == DeviceKind::kCuda;
@@ -208,6 +306,17 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
 }
 
 }  // namespace
+
+absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType dtype,
+                        uint64_t seed) {
+  if (context.info().kind == DeviceKind::kCuda) {
+    return FillNormalOnStream(context.stream(), dst, count, dtype, seed);
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    StoreFromDouble(dst, dtype, i, NormalAt(seed, static_cast<uint64_t>(i)));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateBenchOptions(const BenchOptions& o) {
   if (o.warmup < 0 || o.warmup > 10000) {

@@ -32,6 +32,9 @@ std::vector<BenchCase> Codelab(bool gpu) {
       Add(out, "causal sweep", AttentionProblem::SelfAttention(4, t, 8, 64, bf16, true),
           {{"cpu", bf16}});
     }
+    // The causal-effect rows (first and last position, causal vs full) with numerics checked.
+    Add(out, "correctness", AttentionProblem::SelfAttention(4, 128, 8, 64, bf16, true),
+        {{"cpu", bf16}});
     return out;
   }
   // The codelab's default problem is (B, T, N, H) = (4, 128, 8, 64).
@@ -53,7 +56,8 @@ std::vector<BenchCase> Codelab(bool gpu) {
   }
   // The codelab's correctness rows at its default shape, each against the float64 reference
   // when the job checks numerics: naive float32 ("Max |naive - SDPA|"), cuDNN bf16 (its
-  // "cuDNN vs XLA" row), causal cuDNN, and FP8 beside bf16.
+  // "cuDNN vs XLA" row), causal cuDNN (also the causal-effect rows: first and last position,
+  // causal vs full), and FP8 beside bf16.
   Add(out, "correctness", AttentionProblem::SelfAttention(4, 128, 8, 64, f32),
       {{"naive", f32}, {"fused", f32}, {"cudnn", bf16}});
   Add(out, "correctness", AttentionProblem::SelfAttention(4, 128, 8, 64, bf16, true),

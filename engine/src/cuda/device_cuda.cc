@@ -168,11 +168,16 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
 }
 
 absl::Status FillNormalOnStream(CudaStream stream, void* dst, int64_t count, DType dtype,
-                                uint64_t seed) {
-  const FillType type = dtype == DType::kFloat32    ? FillType::kFloat32
-                        : dtype == DType::kBFloat16 ? FillType::kBFloat16
-                                                    : FillType::kFloat16;
-  ATTN_CUDA_RETURN_IF_ERROR(LaunchNormalFill(dst, count, type, seed, stream));
+                                uint64_t seed, std::optional<DType> rounded_to) {
+  const auto fill_type = [](DType d) {
+    return d == DType::kFloat32 ? FillType::kFloat32 : d == DType::kBFloat16 ? FillType::kBFloat16
+                                                                             : FillType::kFloat16;
+  };
+  if (rounded_to && *rounded_to != dtype && dtype != DType::kFloat32) {
+    return absl::InvalidArgumentError("FillNormalOnStream: a widened copy is stored as float32");
+  }
+  ATTN_CUDA_RETURN_IF_ERROR(LaunchNormalFill(dst, count, fill_type(dtype),
+                                             fill_type(rounded_to.value_or(dtype)), seed, stream));
   return absl::OkStatus();
 }
 
