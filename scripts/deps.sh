@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what attn needs and is missing: the Debian packages in scripts/apt-packages.txt and,
+# Installs what attn needs and is missing: the Debian packages in scripts/apt-packages.txt (and
+# with --test those in scripts/apt-packages-test.txt) and,
 # where the CUDA toolkit is present, the cudnn-frontend headers (from the nvidia-cudnn-frontend
 # wheel, pinned below) into .deps/cudnn-frontend/include. Safe to run again: it only adds.
 set -euo pipefail
@@ -9,7 +10,9 @@ CUDNN_FRONTEND_VERSION=1.32.0
 
 sudo_cmd=""
 [ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
-mapfile -t wanted < <(grep -vE '^\s*(#|$)' scripts/apt-packages.txt)
+lists=(scripts/apt-packages.txt)
+[ "${1:-}" != "--test" ] || lists+=(scripts/apt-packages-test.txt)
+mapfile -t wanted < <(cat "${lists[@]}" | grep -vE '^\s*(#|$)')
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -4,7 +4,7 @@
 # bench/gpu_check.sh. CUDA code is built for one architecture (sm_90) to keep CI short.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh --test
 
 build=${ATTN_BUILD_DIR:-build-test}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON \
@@ -23,5 +23,7 @@ sed '/The following tests did not run/,$d' ctest.log | grep -vE 'Test +#[0-9]+: 
 total=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' ctest.log || true)
 skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*\*\*\*Skipped' ctest.log || true)
 echo "== $total tests: $((total - skipped)) ran, $skipped skipped; the reasons gtest gave:"
-./tests/attn_engine_tests --gtest_brief=1 2>&1 | grep -A1 ': Skipped$' | grep -vE ': Skipped$|^--$' | sort | uniq -c
+for t in ./tests/attn_engine_tests ./tests/attn_server_tests; do
+  [ -x "$t" ] && "$t" --gtest_brief=1 2>&1 | grep -A1 ': Skipped$' | grep -vE ': Skipped$|^--$' | sort | uniq -c
+done
 exit $rc

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "attn/backend.h"
 #include "attn/registry.h"
@@ -14,6 +15,7 @@ std::unique_ptr<Backend> MakeNaiveBackend();
 #endif
 #if ATTN_HAVE_CUDNN
 std::unique_ptr<Backend> MakeCudnnBackend();
+std::string CudnnLibraryVersion();  // "9.19.0", from cudnnGetVersion()
 #endif
 
 // Registers every built-in backend, fastest first.

@@ -18,6 +18,8 @@ constexpr const char* kNoCuda =
 bool BuiltWithCuda() { return false; }
 int CudaDeviceCount() { return 0; }
 
+absl::Status CudaAvailability() { return absl::NotFoundError(kNoCuda); }
+
 absl::StatusOr<DeviceInfo> QueryCudaDevice(int) { return absl::FailedPreconditionError(kNoCuda); }
 
 absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCuda(

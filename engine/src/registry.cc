@@ -6,6 +6,14 @@
 
 namespace attn {
 
+std::string CudnnVersion() {
+#if ATTN_HAVE_CUDNN
+  return CudnnLibraryVersion();
+#else
+  return "";
+#endif
+}
+
 const BackendRegistry& BackendRegistry::Default() {
   static const BackendRegistry* registry = [] {
     auto* r = new BackendRegistry();

@@ -44,6 +44,15 @@ bool BuiltWithCuda();
 // Number of usable CUDA devices: 0 without a driver, a GPU, or CUDA support in the build.
 int CudaDeviceCount();
 
+// Why CUDA cannot be used here, or OK when at least one device can. NotFound: no CUDA in the
+// build, no driver or no device (a CPU machine; serving on the cpu backend is expected).
+// FailedPrecondition: a driver and GPU are there but unusable, e.g. a driver older than the
+// CUDA runtime this build needs, with what to install.
+absl::Status CudaAvailability();
+
+// The cuDNN library's version ("9.19.0"), or empty when the build has no cuDNN.
+std::string CudnnVersion();
+
 // Describes CUDA device `ordinal` without creating a context on it.
 absl::StatusOr<DeviceInfo> QueryCudaDevice(int ordinal);
 

@@ -23,6 +23,32 @@ int CudaDeviceCount() {
   return count;
 }
 
+absl::Status CudaAvailability() {
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+    cudaGetLastError();
+    return absl::NotFoundError("no NVIDIA driver (libcuda) on this machine");
+  }
+  const auto version = [](int v) { return absl::StrFormat("%d.%d", v / 1000, v % 1000 / 10); };
+  if (driver < CUDART_VERSION) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the NVIDIA driver supports CUDA %s, but attn was built with the CUDA %s runtime: install "
+        "a driver for CUDA %s or newer (R580+ for CUDA 13), or run an image built for CUDA %s",
+        version(driver), version(CUDART_VERSION), version(CUDART_VERSION), version(driver)));
+  }
+  int count = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    cudaGetLastError();
+    if (e == cudaErrorNoDevice) return absl::NotFoundError("no CUDA device on this machine");
+    return absl::FailedPreconditionError(
+        absl::StrFormat("CUDA cannot enumerate devices: %s (%s); check the driver and the "
+                        "container's GPU access (nvidia.com/gpu limit, device plugin)",
+                        cudaGetErrorString(e), cudaGetErrorName(e)));
+  }
+  if (count == 0) return absl::NotFoundError("no CUDA device on this machine");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DeviceInfo> QueryCudaDevice(int ordinal) {
   const int count = CudaDeviceCount();
   if (ordinal < 0 || ordinal >= count) {

@@ -308,4 +308,9 @@ class CudnnBackend final : public Backend {
 
 std::unique_ptr<Backend> MakeCudnnBackend() { return std::make_unique<CudnnBackend>(); }
 
+std::string CudnnLibraryVersion() {
+  const size_t v = cudnnGetVersion();  // 91900 for 9.19.0
+  return absl::StrFormat("%d.%d.%d", v / 10000, v % 10000 / 100, v % 100);
+}
+
 }  // namespace attn

@@ -1,0 +1,86 @@
+// attn-server: serves attention and attention benchmark jobs on this node's GPUs over gRPC
+// (attention.v1.AttentionService, with grpc.health.v1 and reflection), and Prometheus metrics
+// over HTTP. SIGTERM or SIGINT drains: health goes NOT_SERVING, new requests are refused,
+// accepted ones finish within --shutdown_grace_s, and the process exits 0.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "server/log.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, listen_address, "0.0.0.0:50051", "gRPC address, host:port (port 0: pick a free one)");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464", "Prometheus /metrics HTTP address, host:port; empty: off");
+ABSL_FLAG(std::string, devices, "", "CUDA device ordinals to serve, e.g. 0,1; empty: all GPUs (the cpu backend when the machine has none); cpu: the cpu backend only");
+ABSL_FLAG(int, workers_per_device, 1, "concurrent requests per device, each worker with its own stream, handles and share of the arena");
+ABSL_FLAG(int64_t, arena_mib, 4096, "device memory held per device from start-up for request tensors and workspaces, MiB");
+ABSL_FLAG(int64_t, max_request_mib, 64, "largest q + k + v (and returned output) of one Attend, MiB");
+ABSL_FLAG(int, queue_depth, 64, "requests waiting per device before new ones get UNAVAILABLE");
+ABSL_FLAG(double, default_deadline_s, 60, "deadline for calls that set none, seconds (benchmark jobs: the whole job)");
+ABSL_FLAG(std::string, log_format, "text", "log lines as text or json (one object per line)");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warning, error, critical or off");
+ABSL_FLAG(double, shutdown_grace_s, 25, "on SIGTERM/SIGINT, how long accepted requests may run before the rest are cancelled, seconds");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves attention and benchmark jobs over gRPC (attention.v1.AttentionService).\n"
+      "  attn-server [--listen_address=0.0.0.0:50051] [--metrics_address=0.0.0.0:9464] ...");
+  absl::ParseCommandLine(argc, argv);
+  if (auto s = attn::server::InitLogging(absl::GetFlag(FLAGS_log_format), absl::GetFlag(FLAGS_log_level));
+      !s.ok()) {
+    std::fprintf(stderr, "attn-server: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  // Signals are taken by sigwait below, so every thread started from here on blocks them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  attn::server::ServerOptions options;
+  options.listen_address = absl::GetFlag(FLAGS_listen_address);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.devices = absl::GetFlag(FLAGS_devices);
+  options.workers_per_device = absl::GetFlag(FLAGS_workers_per_device);
+  const int64_t arena_mib = absl::GetFlag(FLAGS_arena_mib);
+  const int64_t request_mib = absl::GetFlag(FLAGS_max_request_mib);
+  if (arena_mib < 16 || arena_mib > (int64_t{1} << 30)) {
+    std::fprintf(stderr, "attn-server: --arena_mib: must be in [16, 2^30], got %lld\n",
+                 static_cast<long long>(arena_mib));
+    return 2;
+  }
+  if (request_mib < 1 || request_mib > 2000) {
+    std::fprintf(stderr, "attn-server: --max_request_mib: must be in [1, 2000], got %lld\n",
+                 static_cast<long long>(request_mib));
+    return 2;
+  }
+  options.arena_bytes = arena_mib << 20;
+  options.limits.max_request_bytes = request_mib << 20;
+  options.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+  options.default_deadline_s = absl::GetFlag(FLAGS_default_deadline_s);
+  const double grace = absl::GetFlag(FLAGS_shutdown_grace_s);
+  if (!(grace >= 0)) {
+    std::fprintf(stderr, "attn-server: --shutdown_grace_s: must be >= 0, got %g\n", grace);
+    return 2;
+  }
+
+  auto server = attn::server::Server::Start(options);
+  if (!server.ok()) {
+    attn::server::Log(spdlog::level::critical, "cannot start",
+                      {{"error", std::string(server.status().message())}});
+    return absl::IsInvalidArgument(server.status()) ? 2 : 1;
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  attn::server::Log(spdlog::level::info, "signal received; draining",
+                    {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  (*server)->Drain(grace);
+  server->reset();
+  return 0;
+}

@@ -1,0 +1,222 @@
+#include "server/metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/gauge.h"
+#include "prometheus/text_serializer.h"
+#include "server/scheduler.h"
+
+namespace attn::server {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+
+// Latency buckets from 50 µs (a small Attend's device time) to 10 min (a long benchmark job).
+const prometheus::Histogram::BucketBoundaries& SecondsBuckets() {
+  static const prometheus::Histogram::BucketBoundaries b = {
+      5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25,
+      0.5,  1,    2.5,    5,    10,   30,     60,   120,  300,    600};
+  return b;
+}
+
+// Gauges read when scraped: queue depth and arena bytes per device, in-flight, serving.
+class LiveGauges : public prometheus::Collectable {
+ public:
+  LiveGauges(std::vector<DeviceWorkers*> devices, const Metrics* metrics)
+      : devices_(std::move(devices)), metrics_(metrics) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    auto family = [](const char* name, const char* help) {
+      MetricFamily f;
+      f.name = name;
+      f.help = help;
+      f.type = prometheus::MetricType::Gauge;
+      return f;
+    };
+    auto add = [](MetricFamily& f, std::vector<ClientMetric::Label> labels, double value) {
+      ClientMetric m;
+      m.label = std::move(labels);
+      m.gauge.value = value;
+      f.metric.push_back(std::move(m));
+    };
+    MetricFamily depth = family("attn_queue_depth", "Tasks waiting for a worker, per device.");
+    MetricFamily used = family("attn_arena_used_bytes", "Device arena bytes in use, per device.");
+    MetricFamily capacity =
+        family("attn_arena_capacity_bytes", "Device arena bytes held since start-up, per device.");
+    for (const DeviceWorkers* d : devices_) {
+      const std::string device = absl::StrCat(d->index());
+      add(depth, {{"device", device}}, d->waiting());
+      add(used, {{"device", device}}, static_cast<double>(d->arena_in_use()));
+      add(capacity, {{"device", device}}, static_cast<double>(d->arena_capacity()) * d->workers());
+    }
+    MetricFamily inflight = family("attn_inflight_requests", "Requests accepted and not finished.");
+    add(inflight, {}, metrics_->inflight.load());
+    MetricFamily serving = family("attn_serving", "1 when the health status is SERVING, else 0.");
+    add(serving, {}, metrics_->serving.load() ? 1 : 0);
+    return {depth, used, capacity, inflight, serving};
+  }
+
+ private:
+  std::vector<DeviceWorkers*> devices_;
+  const Metrics* metrics_;
+};
+
+}  // namespace
+
+Metrics::Metrics(const std::vector<DeviceWorkers*>& devices, const std::string& version,
+                 const std::string& cuda_runtime, const std::string& cudnn)
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  request_seconds_ = &prometheus::BuildHistogram()
+                          .Name("attn_request_duration_seconds")
+                          .Help("Time from accepting an RPC to finishing it, by RPC and status code.")
+                          .Register(*registry_);
+  queue_seconds_ = &prometheus::BuildHistogram()
+                        .Name("attn_queue_wait_seconds")
+                        .Help("Time a task waited for a worker, per device.")
+                        .Register(*registry_);
+  device_seconds_ = &prometheus::BuildHistogram()
+                         .Name("attn_device_time_seconds")
+                         .Help("Device time of one Attend call, by backend, dtype and causal.")
+                         .Register(*registry_);
+  requests_ = &prometheus::BuildCounter()
+                   .Name("attn_requests_total")
+                   .Help("RPCs finished, by RPC and status code.")
+                   .Register(*registry_);
+  cases_ = &prometheus::BuildCounter()
+                .Name("attn_benchmark_cases_total")
+                .Help("Benchmark cases finished, by backend and result status.")
+                .Register(*registry_);
+  auto& build = prometheus::BuildGauge()
+                    .Name("attn_build_info")
+                    .Help("Always 1; the labels describe the build.")
+                    .Register(*registry_);
+  build.Add({{"version", version}, {"cuda_runtime", cuda_runtime}, {"cudnn", cudnn}}).Set(1);
+  auto& device_info = prometheus::BuildGauge()
+                          .Name("attn_device_info")
+                          .Help("Always 1; one series per device the server owns.")
+                          .Register(*registry_);
+  for (const DeviceWorkers* d : devices) {
+    device_info
+        .Add({{"device", absl::StrCat(d->index())},
+              {"name", d->info().name},
+              {"compute_capability", absl::StrCat(d->info().ComputeCapability())}})
+        .Set(1);
+  }
+  live_ = std::make_shared<LiveGauges>(devices, this);
+}
+
+// The endpoint is a small HTTP/1.0 responder on its own thread rather than prometheus-cpp's
+// Exposer: civetweb starts its threads with a fixed 100 KiB stack, less than this process's
+// static TLS (cuBLASLt alone holds 94 KiB), so its pthread_create fails with EINVAL.
+absl::StatusOr<int> Metrics::Expose(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics_address: expected IPv4 host:port, got '", address, "'"));
+  }
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  const std::string host = address.substr(0, colon);
+  if (inet_pton(AF_INET, host.empty() ? "0.0.0.0" : host.c_str(), &sa.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics_address: '", host, "' is not an IPv4 address"));
+  }
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  socklen_t len = sizeof(sa);
+  if (listen_fd_ < 0 || setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+      bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+      listen(listen_fd_, 16) != 0 ||
+      getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    if (listen_fd_ >= 0) close(listen_fd_);
+    listen_fd_ = -1;
+    return absl::UnavailableError(
+        absl::StrCat("metrics_address: cannot listen on '", address, "': ", why));
+  }
+  http_ = std::thread([this] { ServeHttp(); });
+  return ntohs(sa.sin_port);
+}
+
+void Metrics::ServeHttp() {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // the socket was shut down
+    }
+    timeval timeout{2, 0};  // a stalled scraper must not hold the endpoint
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+    char buf[2048];
+    const ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+    std::string response;
+    const std::string request(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    if (absl::StartsWith(request, "GET /metrics ") || absl::StartsWith(request, "GET /metrics?")) {
+      const std::string body = Render();
+      response = absl::StrCat("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                              "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+    } else {
+      const std::string body = "attn-server serves Prometheus metrics at GET /metrics\n";
+      response = absl::StrCat("HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: ",
+                              body.size(), "\r\nConnection: close\r\n\r\n", body);
+    }
+    for (size_t sent = 0; sent < response.size();) {
+      const ssize_t k = send(fd, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
+      if (k <= 0) break;
+      sent += static_cast<size_t>(k);
+    }
+    close(fd);
+  }
+}
+
+Metrics::~Metrics() {
+  if (listen_fd_ >= 0) {
+    shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+    if (http_.joinable()) http_.join();
+    close(listen_fd_);
+  }
+}
+
+void Metrics::Request(const std::string& rpc, const char* code, double seconds) {
+  request_seconds_->Add({{"rpc", rpc}, {"code", code}}, SecondsBuckets()).Observe(seconds);
+  requests_->Add({{"rpc", rpc}, {"code", code}}).Increment();
+}
+
+void Metrics::QueueWait(int device, double seconds) {
+  queue_seconds_->Add({{"device", absl::StrCat(device)}}, SecondsBuckets()).Observe(seconds);
+}
+
+void Metrics::DeviceTime(const std::string& backend, const std::string& dtype, bool causal,
+                         double seconds) {
+  device_seconds_
+      ->Add({{"backend", backend}, {"dtype", dtype}, {"causal", causal ? "true" : "false"}},
+            SecondsBuckets())
+      .Observe(seconds);
+}
+
+void Metrics::BenchmarkCase(const std::string& backend, const char* status) {
+  cases_->Add({{"backend", backend.empty() ? "none" : backend}, {"status", status}}).Increment();
+}
+
+std::string Metrics::Render() const {
+  auto families = registry_->Collect();
+  auto live = live_->Collect();
+  families.insert(families.end(), live.begin(), live.end());
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+}  // namespace attn::server

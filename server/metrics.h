@@ -1,0 +1,68 @@
+// The server's Prometheus metrics (prefix attn_, base units, bounded labels) and their HTTP
+// endpoint. Histograms are aggregatable across replicas (fixed buckets, no summaries).
+//
+//   attn_request_duration_seconds{rpc,code}      histogram: accepted to finished, per RPC
+//   attn_queue_wait_seconds{device}              histogram: submitted to started on a worker
+//   attn_device_time_seconds{backend,dtype,causal} histogram: one Attend call on the device
+//   attn_requests_total{rpc,code}                counter
+//   attn_benchmark_cases_total{backend,status}   counter: benchmark cases by result status
+//   attn_queue_depth{device}                     gauge: tasks waiting
+//   attn_arena_used_bytes{device}, attn_arena_capacity_bytes{device}  gauges
+//   attn_inflight_requests                       gauge: accepted and not finished
+//   attn_serving                                 gauge: 1 when health is SERVING
+//   attn_build_info{version,cuda_runtime,cudnn}, attn_device_info{device,name,compute_capability}
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prometheus/counter.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace attn::server {
+
+class DeviceWorkers;
+
+class Metrics {
+ public:
+  // `devices` are sampled at scrape time for the queue and arena gauges; they must outlive this.
+  Metrics(const std::vector<DeviceWorkers*>& devices, const std::string& version,
+          const std::string& cuda_runtime, const std::string& cudnn);
+
+  ~Metrics();
+
+  // Serves GET /metrics over HTTP on `address` ("host:port", IPv4; port 0 picks one) from a
+  // thread of its own. Returns the bound port.
+  absl::StatusOr<int> Expose(const std::string& address);
+
+  void Request(const std::string& rpc, const char* code, double seconds);
+  void QueueWait(int device, double seconds);
+  void DeviceTime(const std::string& backend, const std::string& dtype, bool causal, double seconds);
+  void BenchmarkCase(const std::string& backend, const char* status);
+
+  std::atomic<int> inflight{0};
+  std::atomic<bool> serving{false};
+
+  // The text a scrape returns, for tests and logs.
+  std::string Render() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> live_;
+  void ServeHttp();
+  int listen_fd_ = -1;
+  std::thread http_;
+  prometheus::Family<prometheus::Histogram>* request_seconds_;
+  prometheus::Family<prometheus::Histogram>* queue_seconds_;
+  prometheus::Family<prometheus::Histogram>* device_seconds_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Counter>* cases_;
+};
+
+}  // namespace attn::server

@@ -1,0 +1,87 @@
+#include "server/scheduler.h"
+
+#include "absl/strings/str_format.h"
+
+namespace attn::server {
+
+DeviceWorkers::DeviceWorkers(int index, std::vector<std::unique_ptr<DeviceContext>> contexts,
+                             int depth)
+    : index_(index), depth_(depth), contexts_(std::move(contexts)) {
+  for (auto& context : contexts_) {
+    threads_.emplace_back([this, c = context.get()] { WorkerLoop(*c); });
+  }
+}
+
+DeviceWorkers::~DeviceWorkers() { Stop(); }
+
+absl::Status DeviceWorkers::Submit(Task task, bool continuation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_ || (closed_ && !continuation)) {
+    return absl::UnavailableError("server is shutting down; retry on another replica");
+  }
+  if (!continuation && waiting_ >= depth_) {
+    return absl::UnavailableError(absl::StrFormat(
+        "queue full: %d of %d requests waiting on device %d (%s); retry later", waiting_, depth_,
+        index_, info().name));
+  }
+  task.queued = Clock::now();
+  auto& queue = per_client_[task.client];
+  if (queue.empty()) turn_.push_back(task.client);
+  queue.push_back(std::move(task));
+  ++waiting_;
+  cv_.notify_one();
+  return absl::OkStatus();
+}
+
+void DeviceWorkers::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+}
+
+void DeviceWorkers::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = stopping_ = true;
+    cv_.notify_all();
+  }
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+int DeviceWorkers::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_;
+}
+
+int64_t DeviceWorkers::arena_in_use() const {
+  int64_t sum = 0;
+  for (const auto& c : contexts_) sum += c->arena().bytes_in_use();
+  return sum;
+}
+
+void DeviceWorkers::WorkerLoop(DeviceContext& context) {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return waiting_ > 0 || stopping_; });
+      if (waiting_ == 0) return;  // stopping and drained
+      // The client whose turn it is gives one task and goes to the back of the line.
+      const std::string client = turn_.front();
+      turn_.pop_front();
+      auto it = per_client_.find(client);
+      task = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) {
+        per_client_.erase(it);
+      } else {
+        turn_.push_back(client);
+      }
+      --waiting_;
+    }
+    task.run(context, task.queued);
+  }
+}
+
+}  // namespace attn::server

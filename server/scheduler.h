@@ -1,0 +1,78 @@
+// Per-device worker pools with bounded, client-fair queues.
+//
+// Each device has `workers` threads, each owning one DeviceContext (its own stream, handles and
+// arena), so calls on one context never overlap. Waiting tasks are kept per client and served
+// round-robin across clients: a participant's 200-case sweep (one task per case, re-queued
+// after each) cannot starve another participant's single Attend.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "attn/device.h"
+
+namespace attn::server {
+
+using Clock = std::chrono::steady_clock;
+
+struct Task {
+  std::string client;  // fairness key
+  // Runs on a worker with that worker's context; `queued` is when the task was submitted.
+  std::function<void(DeviceContext& context, Clock::time_point queued)> run;
+  Clock::time_point queued{};
+};
+
+class DeviceWorkers {
+ public:
+  // Starts one worker thread per context. `depth` bounds the tasks waiting (new requests only).
+  DeviceWorkers(int index, std::vector<std::unique_ptr<DeviceContext>> contexts, int depth);
+  ~DeviceWorkers();  // Stop()s and joins
+  DeviceWorkers(const DeviceWorkers&) = delete;
+  DeviceWorkers& operator=(const DeviceWorkers&) = delete;
+
+  // Queues `task`. A new request is refused with UNAVAILABLE when `depth` tasks already wait or
+  // the pool is closed; a continuation (the next case of an accepted job) is always taken, so
+  // accepted work is never dropped.
+  absl::Status Submit(Task task, bool continuation = false);
+
+  // New requests are refused from now on (continuations still run).
+  void Close();
+  // Workers finish the waiting tasks and exit; returns when they have. Submit fails afterwards.
+  void Stop();
+
+  int index() const { return index_; }
+  const DeviceInfo& info() const { return contexts_.front()->info(); }
+  int workers() const { return static_cast<int>(contexts_.size()); }
+  int depth_limit() const { return depth_; }
+  int waiting() const;
+  // Arena bytes of one worker's context (what one request may use) and in use over all workers.
+  int64_t arena_capacity() const { return contexts_.front()->arena().capacity(); }
+  int64_t arena_in_use() const;
+
+ private:
+  void WorkerLoop(DeviceContext& context);
+
+  const int index_;
+  const int depth_;
+  std::vector<std::unique_ptr<DeviceContext>> contexts_;
+  std::vector<std::thread> threads_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::deque<Task>> per_client_;
+  std::deque<std::string> turn_;  // clients with waiting tasks, in serving order
+  int waiting_ = 0;
+  bool closed_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace attn::server

@@ -1,0 +1,229 @@
+#include "server/server.h"
+
+#include <unistd.h>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "attn/attention.h"
+#include "attn/registry.h"
+#include "server/log.h"
+
+#ifndef ATTN_VERSION
+#define ATTN_VERSION "0.1.0"
+#endif
+
+namespace attn::server {
+namespace {
+
+constexpr const char* kServiceName = "attention.v1.AttentionService";
+
+std::string Hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+// Runs each built-in backend once on a tiny problem so library handles, kernels and plans for
+// the common dtypes exist before the first request.
+void WarmUp(DeviceContext& context) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const auto p = AttentionProblem::SelfAttention(1, 16, 1, 64, dtype);
+    for (const auto& v : BackendRegistry::Default().Verdicts(p, context.info())) {
+      if (!v.support.ok()) continue;
+      const int64_t bytes = QueryElements(p) * DTypeSize(dtype);
+      std::vector<ArenaBlock> blocks;
+      for (int i = 0; i < 4; ++i) {
+        auto b = context.arena().Allocate(bytes);
+        if (!b.ok()) return;
+        if (i < 3) (void)FillNormal(context, b->data(), bytes / DTypeSize(dtype), dtype, i);
+        blocks.push_back(*std::move(b));
+      }
+      const auto t = PackedTensors(p, context.memory(), blocks[0].data(), blocks[1].data(),
+                                   blocks[2].data(), blocks[3].data());
+      absl::Status s = RunAttention(*v.backend, p, t, context);
+      if (s.ok()) s = context.Synchronize();
+      if (!s.ok()) {
+        Log(spdlog::level::warn, "warm-up failed",
+            {{"backend", v.backend->name()}, {"device", context.info().ToString()},
+             {"error", std::string(s.message())}});
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status ValidateServerOptions(const ServerOptions& o) {
+  if (o.workers_per_device < 1 || o.workers_per_device > 64) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--workers_per_device: must be in [1, 64], got %d", o.workers_per_device));
+  }
+  if (o.arena_bytes < (int64_t{16} << 20)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--arena_mib: must be >= 16, got %d", o.arena_bytes >> 20));
+  }
+  if (o.queue_depth < 1 || o.queue_depth > 100000) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--queue_depth: must be in [1, 100000], got %d", o.queue_depth));
+  }
+  if (!(o.default_deadline_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--default_deadline_s: must be > 0, got %g", o.default_deadline_s));
+  }
+  if (o.limits.max_request_bytes < 1024 || o.limits.max_request_bytes > (int64_t{2000} << 20)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--max_request_mib: must be in [1, 2000] (gRPC messages stay below 2 GiB), got %d MiB",
+        o.limits.max_request_bytes >> 20));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  if (auto s = ValidateServerOptions(options); !s.ok()) return s;
+  auto server = std::unique_ptr<Server>(new Server());
+  ServiceConfig config;
+  config.limits = options.limits;
+  config.default_deadline_s = options.default_deadline_s;
+  config.version = ATTN_VERSION;
+  config.hostname = Hostname();
+
+  // Which devices: the CPU when asked or when this machine has no CUDA at all; the listed or all
+  // GPUs otherwise. A GPU that is there but unusable is a not-serving state, not a CPU fallback:
+  // a GPU node quietly serving on its CPU would look healthy and be 100x slower.
+  std::vector<int> ordinals;
+  bool use_cpu = options.devices == "cpu";
+  if (!use_cpu) {
+    const absl::Status cuda = CudaAvailability();
+    if (absl::IsNotFound(cuda) && options.devices.empty()) {
+      use_cpu = true;
+      config.cpu_fallback = true;
+      config.note = absl::StrCat(cuda.message(), ": serving on the cpu backend");
+      Log(spdlog::level::warn, config.note);
+    } else if (!cuda.ok()) {
+      config.not_serving_reason = std::string(cuda.message());
+      Log(spdlog::level::err, "GPU unusable: NOT_SERVING", {{"reason", config.not_serving_reason}});
+    } else if (options.devices.empty()) {
+      for (int i = 0; i < CudaDeviceCount(); ++i) ordinals.push_back(i);
+    } else {
+      for (absl::string_view part : absl::StrSplit(options.devices, ',')) {
+        int ordinal = -1;
+        if (!absl::SimpleAtoi(part, &ordinal) || ordinal < 0 || ordinal >= CudaDeviceCount()) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "--devices: '%s' is not a CUDA device of this machine (it has %d); use ordinals, "
+              "'cpu', or leave it empty for all",
+              part, CudaDeviceCount()));
+        }
+        ordinals.push_back(ordinal);
+      }
+    }
+  }
+  DeviceContextOptions context_options;
+  context_options.arena_bytes = options.arena_bytes / options.workers_per_device;
+  // Staging for request tensors: one request's inputs at most.
+  context_options.pinned_host_bytes = std::min<int64_t>(options.limits.max_request_bytes, int64_t{256} << 20);
+  const int count = use_cpu ? 1 : static_cast<int>(ordinals.size());
+  for (int d = 0; d < count; ++d) {
+    std::vector<std::unique_ptr<DeviceContext>> contexts;
+    for (int w = 0; w < options.workers_per_device; ++w) {
+      auto c = use_cpu ? DeviceContext::CreateCpu(context_options)
+                       : DeviceContext::CreateCuda(ordinals[d], context_options);
+      if (!c.ok()) {
+        return absl::Status(c.status().code(),
+                            absl::StrFormat("device %d, worker %d: %s (check --arena_mib and "
+                                            "--workers_per_device against the device's memory)",
+                                            d, w, c.status().message()));
+      }
+      WarmUp(**c);
+      contexts.push_back(*std::move(c));
+    }
+    server->devices_.push_back(
+        std::make_unique<DeviceWorkers>(d, std::move(contexts), options.queue_depth));
+  }
+
+  std::vector<DeviceWorkers*> devices;
+  for (auto& d : server->devices_) devices.push_back(d.get());
+  const int runtime = devices.empty() ? 0 : devices.front()->info().cuda_runtime_version;
+  server->metrics_ = std::make_unique<Metrics>(
+      devices, config.version,
+      runtime == 0 ? "none" : absl::StrFormat("%d.%d", runtime / 1000, runtime % 1000 / 10),
+      CudnnVersion().empty() ? "none" : CudnnVersion());
+  if (!options.metrics_address.empty()) {
+    auto port = server->metrics_->Expose(options.metrics_address);
+    if (!port.ok()) return port.status();
+    server->metrics_port_ = *port;
+  }
+  const bool serving = config.not_serving_reason.empty();
+  server->service_ = std::make_unique<AttentionService>(std::move(config), devices, *server->metrics_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->service_.get());
+  // Room for a request at max_request_bytes plus its protobuf framing.
+  const int64_t max_message = options.limits.max_request_bytes + (int64_t{1} << 20);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_message));
+  server->grpc_ = builder.BuildAndStart();
+  if (server->grpc_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "--listen_address: cannot listen on '%s' (in use, or not host:port)", options.listen_address));
+  }
+  server->SetServing(serving);
+  std::vector<std::string> names;
+  for (auto* d : devices) names.push_back(absl::StrFormat("%d=%s x%d", d->index(), d->info().ToString(), d->workers()));
+  Log(serving ? spdlog::level::info : spdlog::level::err, serving ? "SERVING" : "NOT_SERVING",
+      {{"listen", absl::StrFormat("%s (port %d)", options.listen_address, server->port_)},
+       {"metrics", options.metrics_address.empty() ? "off" : absl::StrFormat("%s (port %d)", options.metrics_address, server->metrics_port_)},
+       {"devices", absl::StrJoin(names, "; ")},
+       {"queue_depth", absl::StrCat(options.queue_depth)},
+       {"max_request_bytes", absl::StrCat(options.limits.max_request_bytes)}});
+  return server;
+}
+
+void Server::SetServing(bool serving) {
+  metrics_->serving = serving;
+  auto* health = grpc_->GetHealthCheckService();
+  health->SetServingStatus("", serving);
+  health->SetServingStatus(kServiceName, serving);
+}
+
+void Server::Drain(double grace_s) {
+  if (drained_) return;
+  drained_ = true;
+  SetServing(false);
+  service_->StartDraining();
+  for (auto& d : devices_) d->Close();
+  const int inflight = metrics_->inflight.load();
+  Log(spdlog::level::info, "draining", {{"in_flight", absl::StrCat(inflight)},
+                                        {"grace_s", absl::StrFormat("%g", grace_s)}});
+  if (int left = service_->WaitIdle(grace_s); left > 0) {
+    Log(spdlog::level::warn, "grace period over; cancelling the benchmark jobs still running",
+        {{"in_flight", absl::StrCat(left)}});
+    service_->CancelJobs();
+    left = service_->WaitIdle(5);
+    if (left > 0) Log(spdlog::level::err, "requests still running at exit", {{"in_flight", absl::StrCat(left)}});
+  }
+  grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  for (auto& d : devices_) d->Stop();
+  Log(spdlog::level::info, "stopped");
+}
+
+Server::~Server() {
+  if (grpc_ != nullptr) Drain(0);  // joins the workers
+  // The gRPC server first (no more calls), then what calls used, then the devices the metrics
+  // endpoint samples.
+  grpc_.reset();
+  service_.reset();
+  metrics_.reset();
+  devices_.clear();
+}
+
+}  // namespace attn::server

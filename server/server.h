@@ -1,0 +1,65 @@
+// attn-server's life cycle: devices and their worker contexts, the gRPC server with health and
+// reflection, the metrics endpoint, and the drain on shutdown.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "server/service.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace attn::server {
+
+struct ServerOptions {
+  std::string listen_address = "0.0.0.0:50051";  // port 0 picks a free one (see port())
+  std::string metrics_address = "0.0.0.0:9464";  // empty: no metrics endpoint
+  std::string devices;            // "": every GPU (the CPU when there is none); "0,2"; "cpu"
+  int workers_per_device = 1;     // each with its own context (stream, handles, arena)
+  int64_t arena_bytes = int64_t{4} << 30;  // per device, split evenly between its workers
+  int queue_depth = 64;           // waiting requests per device
+  double default_deadline_s = 60;
+  RequestLimits limits;
+};
+
+// InvalidArgument naming the flag for values out of range.
+absl::Status ValidateServerOptions(const ServerOptions& options);
+
+class Server {
+ public:
+  // Builds the devices' contexts (arenas allocated once), warms them up, starts serving and
+  // only then reports SERVING. A machine without CUDA serves on the cpu backend; a GPU that
+  // cannot be used (e.g. a driver older than the CUDA runtime) keeps the server NOT_SERVING with
+  // the reason in the log, ServerInfo and every UNAVAILABLE reply.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  ~Server();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  bool serving() const { return metrics_->serving; }
+  Metrics& metrics() { return *metrics_; }
+
+  // Health NOT_SERVING, new requests refused, in-flight ones given up to `grace_s` to finish;
+  // then remaining benchmark jobs are cancelled (and logged), and the server stops.
+  void Drain(double grace_s);
+
+ private:
+  Server() = default;
+  void SetServing(bool serving);
+
+  std::vector<std::unique_ptr<DeviceWorkers>> devices_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<AttentionService> service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  bool drained_ = false;
+};
+
+}  // namespace attn::server

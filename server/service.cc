@@ -1,0 +1,510 @@
+#include "server/service.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "attn/attention.h"
+#include "attn/registry.h"
+#include "attn/timing.h"
+#include "server/log.h"
+#include "server/status_map.h"
+
+namespace attn::server {
+namespace v1 = attention::v1;
+namespace {
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+void ShapeToProto(const AttentionProblem& p, v1::Shape* s) {
+  s->set_batch(p.batch);
+  s->set_q_len(p.q_len);
+  s->set_kv_len(p.kv_len);
+  s->set_num_heads(p.num_heads);
+  s->set_num_kv_heads(p.num_kv_heads);
+  s->set_head_dim(p.head_dim);
+}
+
+void CaseToProto(const BenchCase& c, v1::BenchmarkCase* out) {
+  out->set_section(c.section);
+  ShapeToProto(c.problem, out->mutable_shape());
+  out->set_dtype(DTypeToProto(c.problem.dtype));
+  out->set_causal(c.problem.causal);
+  out->set_backend(c.backend);
+}
+
+}  // namespace
+
+// A RunBenchmark call: one task per case on its device, re-queued after each case so other
+// clients' requests interleave; events are written one at a time in order.
+class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
+ public:
+  BenchmarkJob(AttentionService* service, grpc::CallbackServerContext* context,
+               std::shared_ptr<AttentionService::Call> call)
+      : service_(service), context_(context), call_(std::move(call)) {}
+
+  // Validates and queues the first case; on any error the call ends with it.
+  void Start(const std::shared_ptr<BenchmarkJob>& self, const v1::RunBenchmarkRequest& request) {
+    self_ = self;
+    deadline_ = service_->Deadline(context_, call_->accepted);
+    absl::Status s = service_->Admit();
+    auto device = s.ok() ? service_->PickDevice(request.device()) : s;
+    if (!device.ok()) return End(device.status());
+    device_ = *device;
+    auto options = BenchOptionsFromProto(request.options(), service_->config_.limits);
+    if (!options.ok()) return End(options.status());
+    options_ = *options;
+    auto cases = BenchCasesFromRequest(request, device_->info(), service_->config_.limits);
+    if (!cases.ok()) return End(cases.status());
+    cases_ = *std::move(cases);
+    call_->shape = request.job_case() == v1::RunBenchmarkRequest::kSuite
+                       ? absl::StrCat("suite=", request.suite())
+                       : absl::StrCat(cases_.size(), " cases");
+    v1::RunBenchmarkEvent started;
+    started.mutable_started()->set_total_cases(static_cast<int>(cases_.size()));
+    started.mutable_started()->set_device(device_->index());
+    started.mutable_started()->set_device_name(device_->info().name);
+    started.mutable_started()->set_hostname(service_->config_.hostname);
+    Send(std::move(started));
+    if (auto q = Queue(0, false); !q.ok()) End(q);
+  }
+
+  void Cancel() { cancel_ = true; }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    pending_.pop_front();
+    if (!ok) {  // the client is gone: no further write can succeed
+      cancel_ = true;
+      pending_.clear();
+    }
+    if (!pending_.empty()) {
+      const v1::RunBenchmarkEvent* next = &pending_.front();
+      lock.unlock();
+      StartWrite(next);
+      return;
+    }
+    writing_ = false;
+    FinishIfEnded(lock);
+  }
+
+  void OnCancel() override { cancel_ = true; }
+
+  void OnDone() override {
+    std::shared_ptr<BenchmarkJob> self;
+    {
+      std::lock_guard<std::mutex> lock(service_->mu_);
+      service_->jobs_.erase(self_);
+    }
+    self.swap(self_);  // the tasks' references keep the object alive until they return
+  }
+
+ private:
+  absl::Status Queue(size_t index, bool continuation) {
+    Task task;
+    task.client = call_->client;
+    task.run = [self = self_, index](DeviceContext& context, Clock::time_point queued) {
+      self->RunCase(context, queued, index);
+    };
+    return device_->Submit(std::move(task), continuation);
+  }
+
+  void RunCase(DeviceContext& context, Clock::time_point queued, size_t index) {
+    const double wait = Seconds(Clock::now() - queued);
+    call_->queue_s += wait;
+    service_->metrics_.QueueWait(device_->index(), wait);
+    const int total = static_cast<int>(cases_.size());
+    if (cancel_ || context_->IsCancelled()) {
+      return End(absl::CancelledError(
+          absl::StrFormat("benchmark cancelled after %d of %d cases", index, total)));
+    }
+    if (Clock::now() > deadline_) {
+      return End(absl::DeadlineExceededError(absl::StrFormat(
+          "deadline passed after %d of %d cases; set a longer deadline or run fewer cases",
+          index, total)));
+    }
+    const BenchCase& c = cases_[index];
+    v1::RunBenchmarkEvent started;
+    started.mutable_case_started()->set_index(static_cast<int>(index));
+    started.mutable_case_started()->set_total(total);
+    CaseToProto(c, started.mutable_case_started()->mutable_case_());
+    Send(std::move(started));
+
+    BenchOptions options = options_;
+    options.seed = options_.seed + 3 * 64 * index;  // the seeds a whole-job RunBenchmark uses
+    auto results = attn::RunBenchmark({c}, options, context, nullptr, &cancel_);
+    if (!results.ok()) return End(results.status());
+    const BenchResult& r = results->front();
+    service_->metrics_.BenchmarkCase(r.backend, CodeName(r.status.code()));
+    call_->device_s += r.stats.mean * r.stats.count / 1e3;
+    if (r.status.ok()) {
+      ++ok_;
+    } else if (r.status.code() == absl::StatusCode::kFailedPrecondition) {
+      ++unsupported_;
+    } else if (r.status.code() != absl::StatusCode::kCancelled) {
+      ++failed_;
+    }
+    Send(ResultEvent(r, static_cast<int>(index), total));
+    if (r.status.code() == absl::StatusCode::kCancelled) {
+      return End(absl::CancelledError(
+          absl::StrFormat("benchmark cancelled during case %d of %d", index + 1, total)));
+    }
+    if (index + 1 < cases_.size()) {
+      if (auto s = Queue(index + 1, true); !s.ok()) End(s);
+      return;
+    }
+    v1::RunBenchmarkEvent summary;
+    auto* sm = summary.mutable_summary();
+    sm->set_total_cases(total);
+    sm->set_ok(ok_);
+    sm->set_unsupported(unsupported_);
+    sm->set_failed(failed_);
+    sm->set_wall_seconds(Seconds(Clock::now() - call_->accepted));
+    Send(std::move(summary));
+    End(absl::OkStatus());
+  }
+
+  v1::RunBenchmarkEvent ResultEvent(const BenchResult& r, int index, int total) const {
+    v1::RunBenchmarkEvent event;
+    v1::CaseResult* out = event.mutable_result();
+    out->set_index(index);
+    out->set_total(total);
+    CaseToProto(r.bench_case, out->mutable_case_());
+    out->set_backend(r.backend);
+    out->set_status(CodeName(r.status.code()));
+    out->set_message(std::string(r.status.message()));
+    v1::LatencyStats* st = out->mutable_stats();
+    st->set_count(r.stats.count);
+    st->set_min_ms(r.stats.min);
+    st->set_median_ms(r.stats.median);
+    st->set_mean_ms(r.stats.mean);
+    st->set_p10_ms(r.stats.p10);
+    st->set_p90_ms(r.stats.p90);
+    st->set_p99_ms(r.stats.p99);
+    st->set_stddev_ms(r.stats.stddev);
+    out->set_budget_cut(r.budget_cut);
+    out->set_tflops(r.tflops);
+    out->set_gbps(r.gbps);
+    out->set_workspace_bytes(r.workspace_bytes);
+    out->set_peak_arena_bytes(r.peak_arena_bytes);
+    out->set_timing(r.timing);
+    out->set_input_sets(r.input_sets);
+    out->set_max_abs_error(r.max_abs_error);
+    out->set_rel_l2_error(r.rel_l2_error);
+    out->set_numerics(r.numerics_note);
+    out->set_causal_first_diff(r.causal_first_diff);
+    out->set_causal_last_diff(r.causal_last_diff);
+    out->set_device(device_->index());
+    out->set_device_name(device_->info().name);
+    out->set_hostname(service_->config_.hostname);
+    return event;
+  }
+
+  void Send(v1::RunBenchmarkEvent event) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (end_requested_ || cancel_) return;
+    pending_.push_back(std::move(event));
+    if (writing_) return;
+    writing_ = true;
+    const v1::RunBenchmarkEvent* next = &pending_.front();
+    lock.unlock();
+    StartWrite(next);
+  }
+
+  // Ends the call with `status` once the queued events are written.
+  void End(const absl::Status& status) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (end_requested_) return;
+    end_requested_ = true;
+    final_ = status;
+    FinishIfEnded(lock);
+  }
+
+  void FinishIfEnded(std::unique_lock<std::mutex>& lock) {
+    if (!end_requested_ || writing_ || finished_) return;
+    finished_ = true;
+    const absl::Status status = final_;
+    lock.unlock();
+    service_->Done(*call_, status);
+    Finish(ToGrpcStatus(status));
+  }
+
+  AttentionService* const service_;
+  grpc::CallbackServerContext* const context_;
+  const std::shared_ptr<AttentionService::Call> call_;
+  std::shared_ptr<BenchmarkJob> self_;
+  Clock::time_point deadline_;
+  DeviceWorkers* device_ = nullptr;
+  BenchOptions options_;
+  std::vector<BenchCase> cases_;
+  std::atomic<bool> cancel_{false};
+  int ok_ = 0, unsupported_ = 0, failed_ = 0;  // touched by one case task at a time
+
+  std::mutex mu_;
+  std::deque<v1::RunBenchmarkEvent> pending_;  // front() is being written while writing_
+  bool writing_ = false;
+  bool end_requested_ = false;
+  bool finished_ = false;
+  absl::Status final_;
+};
+
+AttentionService::AttentionService(ServiceConfig config, std::vector<DeviceWorkers*> devices,
+                                   Metrics& metrics)
+    : config_(std::move(config)), devices_(std::move(devices)), metrics_(metrics) {}
+
+std::shared_ptr<AttentionService::Call> AttentionService::NewCall(
+    const char* rpc, grpc::CallbackServerContext* context, const std::string& client_id) {
+  auto call = std::make_shared<Call>();
+  call->id = next_id_++;
+  call->rpc = rpc;
+  call->peer = context->peer();
+  call->client = client_id.empty() ? call->peer : client_id;
+  call->accepted = Clock::now();
+  ++metrics_.inflight;
+  return call;
+}
+
+void AttentionService::Done(const Call& call, const absl::Status& status) {
+  const double total = Seconds(Clock::now() - call.accepted);
+  const char* code = CodeName(status.code());
+  metrics_.Request(call.rpc, code, total);
+  LogFields fields = {{"id", absl::StrCat(call.id)},
+                      {"peer", call.peer},
+                      {"rpc", call.rpc},
+                      {"code", code},
+                      {"total_ms", absl::StrFormat("%.3f", total * 1e3)}};
+  if (!call.backend.empty()) fields.emplace_back("backend", call.backend);
+  if (!call.shape.empty()) fields.emplace_back("shape", call.shape);
+  if (call.rpc != "GetServerInfo") {
+    fields.emplace_back("queue_ms", absl::StrFormat("%.3f", call.queue_s * 1e3));
+    fields.emplace_back("device_ms", absl::StrFormat("%.3f", call.device_s * 1e3));
+  }
+  if (call.client != call.peer) fields.emplace_back("client", call.client);
+  if (!status.ok()) fields.emplace_back("error", std::string(status.message()));
+  Log(status.ok() || status.code() == absl::StatusCode::kInvalidArgument ||
+              status.code() == absl::StatusCode::kCancelled
+          ? spdlog::level::info
+          : spdlog::level::warn,
+      "request", fields);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--metrics_.inflight == 0) idle_.notify_all();
+}
+
+Clock::time_point AttentionService::Deadline(grpc::CallbackServerContext* context,
+                                             Clock::time_point accepted) const {
+  const auto by_default =
+      accepted + std::chrono::duration_cast<Clock::duration>(
+                     std::chrono::duration<double>(config_.default_deadline_s));
+  const auto client = context->deadline();
+  if (client == std::chrono::system_clock::time_point::max()) return by_default;
+  const auto left = client - std::chrono::system_clock::now();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+}
+
+absl::Status AttentionService::Admit() const {
+  if (!config_.not_serving_reason.empty()) {
+    return absl::UnavailableError(absl::StrCat("not serving: ", config_.not_serving_reason));
+  }
+  if (draining_) return absl::UnavailableError("server is shutting down; retry on another replica");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceWorkers*> AttentionService::PickDevice(int index) const {
+  if (index >= 0) {
+    for (DeviceWorkers* d : devices_) {
+      if (d->index() == index) return d;
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "device: this server has devices 0..%d, got %d", static_cast<int>(devices_.size()) - 1, index));
+  }
+  if (index < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("device: must be a device index or -1 (least busy), got %d", index));
+  }
+  return *std::min_element(devices_.begin(), devices_.end(), [](auto* a, auto* b) {
+    return a->waiting() < b->waiting();
+  });
+}
+
+void AttentionService::StartDraining() { draining_ = true; }
+
+int AttentionService::WaitIdle(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                 [&] { return metrics_.inflight.load() == 0; });
+  return metrics_.inflight.load();
+}
+
+void AttentionService::CancelJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& job : jobs_) job->Cancel();
+}
+
+grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerContext* context,
+                                                          const v1::GetServerInfoRequest*,
+                                                          v1::ServerInfo* info) {
+  auto call = NewCall("GetServerInfo", context, "");
+  info->set_version(config_.version);
+  info->set_hostname(config_.hostname);
+  info->set_cudnn_version(CudnnVersion());
+  info->set_cpu_fallback(config_.cpu_fallback);
+  info->set_note(config_.not_serving_reason.empty() ? config_.note : config_.not_serving_reason);
+  const auto reference = AttentionProblem::SelfAttention(4, 128, 8, 64, DType::kBFloat16);
+  for (const DeviceWorkers* d : devices_) {
+    const DeviceInfo& di = d->info();
+    info->set_cuda_runtime_version(std::max(info->cuda_runtime_version(), di.cuda_runtime_version));
+    info->set_cuda_driver_version(std::max(info->cuda_driver_version(), di.cuda_driver_version));
+    v1::DeviceInfo* out = info->add_devices();
+    out->set_index(d->index());
+    out->set_kind(di.kind == DeviceKind::kCuda ? "cuda" : "cpu");
+    out->set_name(di.name);
+    out->set_compute_capability(di.ComputeCapability());
+    out->set_total_memory_bytes(di.total_memory_bytes);
+    out->set_arena_bytes(d->arena_capacity() * d->workers());
+    out->set_workers(d->workers());
+    out->set_multiprocessors(di.multiprocessors);
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+      AttentionProblem p = reference;
+      p.dtype = dtype;
+      for (const auto& v : BackendRegistry::Default().Verdicts(p, di)) {
+        v1::BackendVerdict* b = info->add_backends();
+        b->set_backend(v.backend->name());
+        b->set_description(v.backend->description());
+        b->set_device(d->index());
+        b->set_dtype(DTypeToProto(dtype));
+        b->set_supported(v.support.ok());
+        b->set_reason(std::string(v.support.message()));
+      }
+    }
+  }
+  v1::Limits* limits = info->mutable_limits();
+  limits->set_max_request_bytes(config_.limits.max_request_bytes);
+  limits->set_queue_depth(devices_.empty() ? 0 : devices_.front()->depth_limit());
+  limits->set_max_cases(config_.limits.max_cases);
+  limits->set_max_warmup(config_.limits.max_warmup);
+  limits->set_max_repeats(config_.limits.max_repeats);
+  limits->set_max_case_budget_seconds(config_.limits.max_case_budget_s);
+  limits->set_default_deadline_seconds(config_.default_deadline_s);
+  info->add_suites("codelab");
+  info->add_suites("large");
+  Done(*call, absl::OkStatus());
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* context,
+                                                   const v1::AttendRequest* request,
+                                                   v1::AttendResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  auto call = NewCall("Attend", context, request->client_id());
+  const auto finish = [this, reactor, call, response](const absl::Status& status) {
+    response->mutable_timings()->set_queue_seconds(call->queue_s);
+    response->mutable_timings()->set_device_seconds(call->device_s);
+    response->mutable_timings()->set_total_seconds(Seconds(Clock::now() - call->accepted));
+    Done(*call, status);
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  if (auto s = Admit(); !s.ok()) {
+    finish(s);
+    return reactor;
+  }
+  auto problem = ValidateAttend(*request, config_.limits);
+  if (!problem.ok()) {
+    finish(problem.status());
+    return reactor;
+  }
+  call->shape = problem->ToString();
+  DeviceWorkers* device = *PickDevice(-1);
+  const std::string name = request->backend().empty() ? std::string(kAutoBackend) : request->backend();
+  auto backend = BackendRegistry::Default().Resolve(name, *problem, device->info());
+  if (!backend.ok()) {
+    finish(backend.status());
+    return reactor;
+  }
+  call->backend = (*backend)->name();
+  const AttentionProblem p = *problem;
+  const int64_t e = DTypeSize(p.dtype);
+  const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
+  // Inputs and output alone must fit one worker's arena; the workspace is added on the worker.
+  if (2 * qb + 2 * kvb > device->arena_capacity()) {
+    finish(absl::ResourceExhaustedError(absl::StrFormat(
+        "needs %d bytes for q, k, v and out alone, but a worker's arena on device %d holds %d; "
+        "use a smaller problem or a server with a larger --arena_mib",
+        2 * qb + 2 * kvb, device->index(), device->arena_capacity())));
+    return reactor;
+  }
+  const Clock::time_point deadline = Deadline(context, call->accepted);
+  Task task;
+  task.client = call->client;
+  task.run = [this, context, request, response, call, finish, p, e, qb, kvb, deadline, device,
+              b = *backend](DeviceContext& dc, Clock::time_point queued) {
+    call->queue_s = Seconds(Clock::now() - queued);
+    metrics_.QueueWait(device->index(), call->queue_s);
+    if (context->IsCancelled()) return finish(absl::CancelledError("cancelled by the client while queued"));
+    if (Clock::now() > deadline) {
+      return finish(absl::DeadlineExceededError(absl::StrFormat(
+          "deadline passed after %.3f s in the queue; retry with a longer deadline", call->queue_s)));
+    }
+    // Memory admission: inputs, output and the backend's workspace, before anything launches.
+    auto workspace = b->WorkspaceBytes(p, dc);
+    if (!workspace.ok()) return finish(workspace.status());
+    const int64_t need = 2 * qb + 2 * kvb + *workspace;
+    const int64_t free = dc.arena().capacity() - dc.arena().bytes_in_use();
+    if (need > free) {
+      return finish(absl::ResourceExhaustedError(absl::StrFormat(
+          "needs %d bytes on device %d (q, k, v and out %d + %s workspace %d) but its arena has "
+          "%d free; use a smaller problem, another backend, or a larger --arena_mib",
+          need, device->index(), 2 * qb + 2 * kvb, b->name(), *workspace, free)));
+    }
+    void* data[4];
+    std::vector<ArenaBlock> blocks;
+    for (int i = 0; i < 4; ++i) {
+      auto block = dc.arena().Allocate(i == 0 || i == 3 ? qb : kvb);
+      if (!block.ok()) return finish(block.status());
+      data[i] = block->data();
+      blocks.push_back(*std::move(block));
+    }
+    absl::Status s;
+    if (request->inputs_case() == v1::AttendRequest::kTensors) {
+      const std::string* src[3] = {&request->tensors().q(), &request->tensors().k(),
+                                   &request->tensors().v()};
+      for (int i = 0; i < 3 && s.ok(); ++i) s = dc.CopyToDevice(data[i], src[i]->data(), src[i]->size());
+    } else {
+      const uint64_t seed = request->generated().seed();
+      for (int i = 0; i < 3 && s.ok(); ++i) {
+        s = FillNormal(dc, data[i], (i == 0 ? qb : kvb) / e, p.dtype, seed + i);
+      }
+    }
+    if (!s.ok()) return finish(s);
+    const AttentionTensors t = PackedTensors(p, dc.memory(), data[0], data[1], data[2], data[3]);
+    auto ms = TimeOnDevice(dc, [&] { return RunAttention(*b, p, t, dc); }, 0, 1);
+    if (!ms.ok()) return finish(ms.status());
+    call->device_s = ms->front() / 1e3;
+    metrics_.DeviceTime(b->name(), std::string(DTypeName(p.dtype)), p.causal, call->device_s);
+    if (!request->omit_output()) {
+      response->mutable_output()->resize(static_cast<size_t>(qb));
+      if (s = dc.CopyToHost(response->mutable_output()->data(), data[3], qb); !s.ok()) return finish(s);
+    }
+    response->set_backend(b->name());
+    response->set_device(device->index());
+    response->set_hostname(config_.hostname);
+    finish(absl::OkStatus());
+  };
+  if (auto s = device->Submit(std::move(task)); !s.ok()) finish(s);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::RunBenchmarkEvent>* AttentionService::RunBenchmark(
+    grpc::CallbackServerContext* context, const v1::RunBenchmarkRequest* request) {
+  auto job = std::make_shared<BenchmarkJob>(this, context, NewCall("RunBenchmark", context, request->client_id()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.insert(job);
+  }
+  job->Start(job, *request);
+  return job.get();
+}
+
+}  // namespace attn::server

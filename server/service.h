@@ -1,0 +1,85 @@
+// attention.v1.AttentionService on the gRPC callback API: validation on the gRPC thread, work on
+// the per-device workers, one log line and metrics per request.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "attention/v1/attention.grpc.pb.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "server/validation.h"
+
+namespace attn::server {
+
+struct ServiceConfig {
+  RequestLimits limits;
+  double default_deadline_s = 60;  // for calls that set none
+  std::string version;
+  std::string hostname;
+  bool cpu_fallback = false;
+  std::string note;               // why cpu_fallback, or why not serving
+  std::string not_serving_reason; // non-empty: every work RPC is UNAVAILABLE with this reason
+};
+
+class BenchmarkJob;
+
+class AttentionService final : public attention::v1::AttentionService::CallbackService {
+ public:
+  AttentionService(ServiceConfig config, std::vector<DeviceWorkers*> devices, Metrics& metrics);
+
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const attention::v1::GetServerInfoRequest* request,
+                                          attention::v1::ServerInfo* response) override;
+  grpc::ServerUnaryReactor* Attend(grpc::CallbackServerContext* context,
+                                   const attention::v1::AttendRequest* request,
+                                   attention::v1::AttendResponse* response) override;
+  grpc::ServerWriteReactor<attention::v1::RunBenchmarkEvent>* RunBenchmark(
+      grpc::CallbackServerContext* context,
+      const attention::v1::RunBenchmarkRequest* request) override;
+
+  // From now on new RPCs get UNAVAILABLE; accepted ones run to the end.
+  void StartDraining();
+  // Waits until no request is in flight or `timeout_s` passes; returns how many remain.
+  int WaitIdle(double timeout_s);
+  // Cancels the benchmark jobs still running (their remaining cases come back CANCELLED).
+  void CancelJobs();
+
+  // One request's record: what the log line and metrics report when it finishes.
+  struct Call {
+    uint64_t id = 0;
+    std::string rpc, peer, client, backend, shape;
+    Clock::time_point accepted;
+    double queue_s = 0, device_s = 0;
+  };
+
+ private:
+  friend class BenchmarkJob;
+
+  std::shared_ptr<Call> NewCall(const char* rpc, grpc::CallbackServerContext* context,
+                                const std::string& client_id);
+  // Logs the request line and records metrics; the caller then finishes the RPC.
+  void Done(const Call& call, const absl::Status& status);
+  // Steady-clock deadline of a call: the client's, or default_deadline_s after acceptance.
+  Clock::time_point Deadline(grpc::CallbackServerContext* context, Clock::time_point accepted) const;
+  // UNAVAILABLE while draining or not serving; OK otherwise.
+  absl::Status Admit() const;
+  // The device with the fewest waiting tasks, or the one named (-1: any).
+  absl::StatusOr<DeviceWorkers*> PickDevice(int index) const;
+
+  const ServiceConfig config_;
+  const std::vector<DeviceWorkers*> devices_;
+  Metrics& metrics_;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex mu_;
+  std::condition_variable idle_;
+  std::set<std::shared_ptr<BenchmarkJob>> jobs_;
+};
+
+}  // namespace attn::server

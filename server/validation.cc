@@ -1,0 +1,204 @@
+#include "server/validation.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "attn/registry.h"
+
+namespace attn::server {
+namespace v1 = attention::v1;
+
+namespace {
+
+std::string Join(const std::string& prefix, const char* name) {
+  return prefix.empty() ? name : absl::StrCat(prefix, ".", name);
+}
+
+absl::Status CheckBytes(const std::string& bytes, int64_t elements, DType dtype, const char* name,
+                        const char* dims) {
+  const int64_t want = elements * DTypeSize(dtype);  // ValidateProblem proved this fits
+  if (static_cast<int64_t>(bytes.size()) != want) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensors.%s: %d bytes, expected %d (%s = %d elements of %s, %d bytes each)", name,
+        bytes.size(), want, dims, elements, DTypeName(dtype), DTypeSize(dtype)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DType> DTypeFromProto(v1::DType dtype, const std::string& field) {
+  switch (dtype) {
+    case v1::FLOAT32: return DType::kFloat32;
+    case v1::BFLOAT16: return DType::kBFloat16;
+    case v1::FLOAT16: return DType::kFloat16;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: must be FLOAT32, BFLOAT16 or FLOAT16, got %s", field,
+          dtype == v1::DTYPE_UNSPECIFIED ? "DTYPE_UNSPECIFIED" : absl::StrCat(static_cast<int>(dtype))));
+  }
+}
+
+v1::DType DTypeToProto(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return v1::FLOAT32;
+    case DType::kBFloat16: return v1::BFLOAT16;
+    case DType::kFloat16: return v1::FLOAT16;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+absl::StatusOr<AttentionProblem> ProblemFromProto(const v1::Shape& shape, v1::DType dtype,
+                                                  bool causal, double scale,
+                                                  const std::string& field) {
+  const std::pair<const char*, int64_t> dims[] = {
+      {"batch", shape.batch()}, {"q_len", shape.q_len()}, {"num_heads", shape.num_heads()},
+      {"head_dim", shape.head_dim()}};
+  for (const auto& [name, value] : dims) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: must be >= 1, got %d", Join(field, "shape") + "." + name, value));
+    }
+  }
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"kv_len", shape.kv_len()},
+                                    {"num_kv_heads", shape.num_kv_heads()}}) {
+    if (value < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: must be >= 1, or 0 for the default, got %d", Join(field, "shape") + "." + name, value));
+    }
+  }
+  AttentionProblem p;
+  p.batch = shape.batch();
+  p.q_len = shape.q_len();
+  p.kv_len = shape.kv_len() == 0 ? shape.q_len() : shape.kv_len();
+  p.num_heads = shape.num_heads();
+  p.num_kv_heads = shape.num_kv_heads() == 0 ? shape.num_heads() : shape.num_kv_heads();
+  p.head_dim = shape.head_dim();
+  p.causal = causal;
+  auto d = DTypeFromProto(dtype, Join(field, "dtype"));
+  if (!d.ok()) return d.status();
+  p.dtype = *d;
+  if (scale != 0) {
+    if (!std::isfinite(scale) || scale < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: must be finite and > 0, or 0 for 1/sqrt(head_dim); got %g", Join(field, "scale"), scale));
+    }
+    p.scale = scale;
+  }
+  if (auto s = ValidateProblem(p); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(Join(field, "shape"), ": ", s.message()));
+  }
+  return p;
+}
+
+absl::Status ValidateBackendName(const std::string& name, const std::string& field) {
+  if (name.empty() || name == kAutoBackend) return absl::OkStatus();
+  const BackendRegistry& registry = BackendRegistry::Default();
+  if (registry.Find(name) != nullptr) return absl::OkStatus();
+  std::string known = std::string(kAutoBackend);
+  for (const auto& b : registry.backends()) absl::StrAppend(&known, ", ", b->name());
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: unknown backend '%s'; this server has %s", field, name, known));
+}
+
+absl::StatusOr<AttentionProblem> ValidateAttend(const v1::AttendRequest& request,
+                                                const RequestLimits& limits) {
+  auto p = ProblemFromProto(request.shape(), request.dtype(), request.causal(), request.scale(), "");
+  if (!p.ok()) return p.status();
+  if (auto s = ValidateBackendName(request.backend(), "backend"); !s.ok()) return s;
+  const int64_t e = DTypeSize(p->dtype);
+  const int64_t q_bytes = QueryElements(*p) * e, kv_bytes = KeyValueElements(*p) * e;
+  switch (request.inputs_case()) {
+    case v1::AttendRequest::kTensors: {
+      const auto& t = request.tensors();
+      if (auto s = CheckBytes(t.q(), QueryElements(*p), p->dtype, "q", "B*T*N*H"); !s.ok()) return s;
+      if (auto s = CheckBytes(t.k(), KeyValueElements(*p), p->dtype, "k", "B*S*K*H"); !s.ok()) return s;
+      if (auto s = CheckBytes(t.v(), KeyValueElements(*p), p->dtype, "v", "B*S*K*H"); !s.ok()) return s;
+      if (q_bytes + 2 * kv_bytes > limits.max_request_bytes) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "tensors: %d bytes of q, k and v exceed the server's max_request_bytes (%d)",
+            q_bytes + 2 * kv_bytes, limits.max_request_bytes));
+      }
+      break;
+    }
+    case v1::AttendRequest::kGenerated:
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "inputs: set either tensors (q, k, v bytes) or generated (a seed)");
+  }
+  if (!request.omit_output() && q_bytes > limits.max_request_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "omit_output: the %d-byte output exceeds the server's max_request_bytes (%d); set "
+        "omit_output to get timings only",
+        q_bytes, limits.max_request_bytes));
+  }
+  return p;
+}
+
+absl::StatusOr<BenchOptions> BenchOptionsFromProto(const v1::BenchmarkOptions& o,
+                                                   const RequestLimits& limits) {
+  BenchOptions out;
+  if (o.has_warmup() && (o.warmup() < 0 || o.warmup() > limits.max_warmup)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "options.warmup: must be in [0, %d], got %d", limits.max_warmup, o.warmup()));
+  }
+  if (o.has_repeats() && (o.repeats() < 1 || o.repeats() > limits.max_repeats)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "options.repeats: must be in [1, %d], got %d", limits.max_repeats, o.repeats()));
+  }
+  if (o.has_case_budget_seconds() &&
+      !(o.case_budget_seconds() > 0 && o.case_budget_seconds() <= limits.max_case_budget_s)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "options.case_budget_seconds: must be in (0, %g], got %g", limits.max_case_budget_s,
+        o.case_budget_seconds()));
+  }
+  if (o.has_rotate_inputs() && (o.rotate_inputs() < 1 || o.rotate_inputs() > 64)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("options.rotate_inputs: must be in [1, 64], got %d", o.rotate_inputs()));
+  }
+  if (o.has_warmup()) out.warmup = o.warmup();
+  if (o.has_repeats()) out.repeats = o.repeats();
+  if (o.has_case_budget_seconds()) out.case_budget_s = o.case_budget_seconds();
+  if (o.has_rotate_inputs()) out.rotate_inputs = o.rotate_inputs();
+  out.seed = o.seed();
+  out.cuda_graph = o.cuda_graph();
+  out.check_numerics = o.check_numerics();
+  out.run.autotune = o.autotune();
+  if (auto s = ValidateBenchOptions(out); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("options.", s.message()));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<BenchCase>> BenchCasesFromRequest(const v1::RunBenchmarkRequest& request,
+                                                             const DeviceInfo& device,
+                                                             const RequestLimits& limits) {
+  std::vector<BenchCase> cases;
+  if (request.job_case() == v1::RunBenchmarkRequest::kSuite) {
+    auto suite = ExpandSuite(request.suite(), device);
+    if (!suite.ok()) return suite.status();
+    cases = *std::move(suite);
+  } else if (request.job_case() == v1::RunBenchmarkRequest::kCases) {
+    const auto& list = request.cases().cases();
+    if (list.empty()) return absl::InvalidArgumentError("cases: the list is empty");
+    if (list.size() > limits.max_cases) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cases: %d cases exceed the server's limit of %d per job", list.size(), limits.max_cases));
+    }
+    for (int i = 0; i < list.size(); ++i) {
+      const v1::BenchmarkCase& c = list[i];
+      const std::string field = absl::StrFormat("cases[%d]", i);
+      auto p = ProblemFromProto(c.shape(), c.dtype(), c.causal(), 0, field);
+      if (!p.ok()) return p.status();
+      if (auto s = ValidateBackendName(c.backend(), field + ".backend"); !s.ok()) return s;
+      cases.push_back({c.section(), *p, c.backend().empty() ? std::string(kAutoBackend) : c.backend()});
+    }
+  } else {
+    return absl::InvalidArgumentError("job: set either suite (a name) or cases (a list)");
+  }
+  return cases;
+}
+
+}  // namespace attn::server

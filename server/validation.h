@@ -1,0 +1,52 @@
+// Request validation: everything checked before a request reaches a device. Errors are
+// InvalidArgument naming the proto field and the rule ("shape.q_len: must be >= 1, got 0").
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "attention/v1/attention.pb.h"
+#include "attn/bench.h"
+#include "attn/problem.h"
+
+namespace attn::server {
+
+// The bounds a request is held to (the server's flags; reported in ServerInfo.limits).
+struct RequestLimits {
+  int64_t max_request_bytes = int64_t{64} << 20;  // q + k + v, and the output returned
+  int max_cases = 1000;                            // cases in one benchmark job
+  int max_warmup = 1000;
+  int max_repeats = 10000;
+  double max_case_budget_s = 60;
+};
+
+// The problem of an Attend request or benchmark case. `field` prefixes messages ("cases[3]").
+absl::StatusOr<AttentionProblem> ProblemFromProto(const attention::v1::Shape& shape,
+                                                  attention::v1::DType dtype, bool causal,
+                                                  double scale, const std::string& field);
+
+// An Attend request: its problem, the backend name (known to this engine, or auto/empty), the
+// inputs (tensors whose byte counts match the shape and dtype, or a seed), and the request and
+// output sizes against max_request_bytes.
+absl::StatusOr<AttentionProblem> ValidateAttend(const attention::v1::AttendRequest& request,
+                                                const RequestLimits& limits);
+
+// A backend name field: "auto", empty (auto) or a backend built into this engine.
+absl::Status ValidateBackendName(const std::string& name, const std::string& field);
+
+// Benchmark options with the proto's defaults applied (0 means the default) and the bounds of
+// `limits` and of the engine's runner.
+absl::StatusOr<BenchOptions> BenchOptionsFromProto(const attention::v1::BenchmarkOptions& options,
+                                                   const RequestLimits& limits);
+
+// The cases of a job: the named suite expanded for `device`, or the listed cases, each valid.
+absl::StatusOr<std::vector<BenchCase>> BenchCasesFromRequest(
+    const attention::v1::RunBenchmarkRequest& request, const DeviceInfo& device,
+    const RequestLimits& limits);
+
+// proto <-> engine dtype. DTYPE_UNSPECIFIED and unknown values are InvalidArgument on `field`.
+absl::StatusOr<DType> DTypeFromProto(attention::v1::DType dtype, const std::string& field);
+attention::v1::DType DTypeToProto(DType dtype);
+
+}  // namespace attn::server

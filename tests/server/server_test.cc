@@ -1,0 +1,477 @@
+// attn-server end to end on the cpu backend: a real server on a picked loopback port.
+#include <arpa/inet.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "attention/v1/attention.grpc.pb.h"
+#include "bench/normal_fill.h"
+#include "engine/test_util.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+
+namespace attn::server {
+namespace {
+namespace v1 = attention::v1;
+using ::attn::testing::Compare;
+using ::attn::testing::Decode;
+using ::attn::testing::MakeOperand;
+using ::attn::testing::ToleranceFor;
+
+ServerOptions CpuOptions() {
+  ServerOptions o;
+  o.listen_address = "127.0.0.1:0";
+  o.metrics_address = "127.0.0.1:0";
+  o.devices = "cpu";
+  o.arena_bytes = int64_t{256} << 20;
+  o.limits.max_request_bytes = int64_t{8} << 20;
+  return o;
+}
+
+std::unique_ptr<v1::AttentionService::Stub> Connect(int port) {
+  return v1::AttentionService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+}
+
+v1::Shape MakeShape(int64_t b, int64_t t, int64_t n, int64_t h, int64_t k = 0) {
+  v1::Shape s;
+  s.set_batch(b);
+  s.set_q_len(t);
+  s.set_num_heads(n);
+  s.set_head_dim(h);
+  s.set_num_kv_heads(k);
+  return s;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
+  send(fd, req.data(), req.size(), 0);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+// A cpu case that takes a while (about 20-60 ms per call on two cores).
+v1::BenchmarkCase SlowCase() {
+  v1::BenchmarkCase c;
+  c.set_section("slow");
+  *c.mutable_shape() = MakeShape(2, 256, 8, 64);
+  c.set_dtype(v1::FLOAT32);
+  c.set_backend("cpu");
+  return c;
+}
+
+v1::RunBenchmarkRequest SlowJob(int cases, int repeats) {
+  v1::RunBenchmarkRequest r;
+  for (int i = 0; i < cases; ++i) *r.mutable_cases()->add_cases() = SlowCase();
+  r.mutable_options()->set_warmup(0);
+  r.mutable_options()->set_repeats(repeats);
+  return r;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerOptions options = CpuOptions()) {
+    auto s = Server::Start(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    stub_ = Connect(server_->port());
+  }
+  void SetUp() override { StartServer(); }
+
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<v1::AttentionService::Stub> stub_;
+};
+
+TEST_F(ServerTest, ServerInfoDescribesTheCpuDeviceBackendsAndLimits) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&ctx, {}, &info).ok());
+  ASSERT_EQ(info.devices_size(), 1);
+  EXPECT_EQ(info.devices(0).kind(), "cpu");
+  EXPECT_EQ(info.limits().max_request_bytes(), 8 << 20);
+  EXPECT_EQ(info.limits().queue_depth(), 64);
+  bool cpu_ok = false;
+  for (const auto& b : info.backends()) {
+    if (b.backend() == "cpu") cpu_ok = cpu_ok || b.supported();
+    if (!b.supported()) {
+      EXPECT_FALSE(b.reason().empty()) << b.backend();
+    }
+  }
+  EXPECT_TRUE(cpu_ok);
+  EXPECT_FALSE(info.hostname().empty());
+}
+
+TEST_F(ServerTest, AttendOutputEqualsTheFloat64Reference) {
+  const auto p = AttentionProblem::SelfAttention(2, 33, 4, 32, DType::kBFloat16, true, 2);
+  const auto in = ::attn::testing::RandomInputs(p, 7);
+  v1::AttendRequest req;
+  *req.mutable_shape() = MakeShape(2, 33, 4, 32, 2);
+  req.set_dtype(v1::BFLOAT16);
+  req.set_causal(true);
+  auto* t = req.mutable_tensors();
+  t->set_q(std::string(in.q.bytes.begin(), in.q.bytes.end()));
+  t->set_k(std::string(in.k.bytes.begin(), in.k.bytes.end()));
+  t->set_v(std::string(in.v.bytes.begin(), in.v.bytes.end()));
+  grpc::ClientContext ctx;
+  v1::AttendResponse resp;
+  const grpc::Status s = stub_->Attend(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.backend(), "cpu");
+  std::vector<uint8_t> bytes(resp.output().begin(), resp.output().end());
+  const auto cmp = Compare(Decode(bytes, p.dtype), ::attn::testing::Reference(in),
+                           ToleranceFor(p.dtype));
+  EXPECT_TRUE(cmp.within) << cmp.ToString();
+  EXPECT_GT(resp.timings().device_seconds(), 0);
+  EXPECT_GE(resp.timings().total_seconds(), resp.timings().device_seconds());
+}
+
+TEST_F(ServerTest, GeneratedInputsAreReproducibleFromTheSeed) {
+  auto attend = [&](uint64_t seed, const v1::Tensors* tensors) {
+    v1::AttendRequest req;
+    *req.mutable_shape() = MakeShape(1, 16, 2, 16);
+    req.set_dtype(v1::FLOAT32);
+    if (tensors) {
+      *req.mutable_tensors() = *tensors;
+    } else {
+      req.mutable_generated()->set_seed(seed);
+    }
+    grpc::ClientContext ctx;
+    v1::AttendResponse resp;
+    EXPECT_TRUE(stub_->Attend(&ctx, req, &resp).ok());
+    return resp.output();
+  };
+  const std::string a = attend(11, nullptr), b = attend(11, nullptr), c = attend(12, nullptr);
+  EXPECT_EQ(a.size(), 16u * 2 * 16 * 4);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  // The documented generator: element i of q, k, v is NormalAt(seed + 0, 1, 2; i).
+  v1::Tensors t;
+  std::string* dst[3] = {t.mutable_q(), t.mutable_k(), t.mutable_v()};
+  for (int j = 0; j < 3; ++j) {
+    std::vector<float> f(16 * 2 * 16);
+    for (size_t i = 0; i < f.size(); ++i) f[i] = NormalAt(11 + j, i);
+    dst[j]->assign(reinterpret_cast<const char*>(f.data()), f.size() * 4);
+  }
+  EXPECT_EQ(attend(0, &t), a);
+}
+
+TEST_F(ServerTest, RunBenchmarkStreamsProgressResultsAndASummary) {
+  v1::RunBenchmarkRequest req;
+  auto* c = req.mutable_cases()->add_cases();
+  c->set_section("t");
+  *c->mutable_shape() = MakeShape(1, 32, 2, 16);
+  c->set_dtype(v1::FLOAT32);
+  c->set_backend("cpu");
+  auto* unsupported = req.mutable_cases()->add_cases();
+  *unsupported = *c;
+  unsupported->set_backend("naive");  // a GPU backend: a result with its reason on the CPU
+  req.mutable_options()->set_repeats(3);
+  req.mutable_options()->set_check_numerics(true);
+  grpc::ClientContext ctx;
+  auto reader = stub_->RunBenchmark(&ctx, req);
+  std::vector<v1::RunBenchmarkEvent> events;
+  for (v1::RunBenchmarkEvent e; reader->Read(&e);) events.push_back(e);
+  const grpc::Status s = reader->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(events.size(), 1u + 2 * 2 + 1);
+  EXPECT_EQ(events[0].started().total_cases(), 2);
+  EXPECT_TRUE(events[1].has_case_started());
+  const v1::CaseResult& r0 = events[2].result();
+  EXPECT_EQ(r0.status(), "OK");
+  EXPECT_EQ(r0.stats().count(), 3);
+  EXPECT_GT(r0.stats().median_ms(), 0);
+  EXPECT_GE(r0.max_abs_error(), 0);
+  EXPECT_EQ(r0.numerics(), "vs cpu float64 reference");
+  const v1::CaseResult& r1 = events[4].result();
+  EXPECT_EQ(r1.status(), "FAILED_PRECONDITION");
+  EXPECT_NE(r1.message().find("naive"), std::string::npos) << r1.message();
+  EXPECT_EQ(events[5].summary().ok(), 1);
+  EXPECT_EQ(events[5].summary().unsupported(), 1);
+}
+
+struct Rule {
+  std::string name;
+  std::function<void(v1::AttendRequest&)> edit;
+  grpc::StatusCode code;
+  std::string message;
+};
+
+TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
+  const std::vector<Rule> rules = {
+      {"batch", [](auto& r) { r.mutable_shape()->set_batch(0); }, grpc::INVALID_ARGUMENT,
+       "shape.batch: must be >= 1, got 0"},
+      {"kv_len", [](auto& r) { r.mutable_shape()->set_kv_len(-3); }, grpc::INVALID_ARGUMENT,
+       "shape.kv_len: must be >= 1, or 0 for the default, got -3"},
+      {"gqa", [](auto& r) { r.mutable_shape()->set_num_kv_heads(3); }, grpc::INVALID_ARGUMENT,
+       "shape:"},
+      {"overflow", [](auto& r) { r.mutable_shape()->set_q_len(int64_t{1} << 40); r.mutable_shape()->set_batch(int64_t{1} << 30); },
+       grpc::INVALID_ARGUMENT, "overflows int64"},
+      {"dtype", [](auto& r) { r.set_dtype(v1::DTYPE_UNSPECIFIED); }, grpc::INVALID_ARGUMENT,
+       "dtype: must be FLOAT32, BFLOAT16 or FLOAT16, got DTYPE_UNSPECIFIED"},
+      {"scale", [](auto& r) { r.set_scale(-1); }, grpc::INVALID_ARGUMENT, "scale: must be finite and > 0"},
+      {"bytes", [](auto& r) { r.mutable_tensors()->mutable_k()->resize(10); }, grpc::INVALID_ARGUMENT,
+       "tensors.k: 10 bytes, expected 2048 (B*S*K*H = 512 elements of float32, 4 bytes each)"},
+      {"inputs", [](auto& r) { r.clear_tensors(); }, grpc::INVALID_ARGUMENT,
+       "inputs: set either tensors"},
+      {"backend", [](auto& r) { r.set_backend("flashy"); }, grpc::INVALID_ARGUMENT,
+       "backend: unknown backend 'flashy'"},
+      {"unsupported", [](auto& r) { r.set_backend("naive"); }, grpc::FAILED_PRECONDITION, "naive"},
+      {"output size",
+       [](auto& r) {
+         r.clear_tensors();
+         r.mutable_generated()->set_seed(1);
+         r.mutable_shape()->set_q_len(1 << 17);
+       },
+       grpc::INVALID_ARGUMENT, "omit_output: the 16777216-byte output exceeds"},
+      {"arena",
+       [](auto& r) {
+         r.clear_tensors();
+         r.mutable_generated()->set_seed(1);
+         r.set_omit_output(true);
+         r.mutable_shape()->set_q_len(1 << 21);
+       },
+       grpc::RESOURCE_EXHAUSTED, "for q, k, v and out alone"},
+  };
+  for (const Rule& rule : rules) {
+    v1::AttendRequest req;
+    *req.mutable_shape() = MakeShape(1, 16, 2, 16);
+    req.set_dtype(v1::FLOAT32);
+    req.mutable_tensors()->mutable_q()->resize(16 * 2 * 16 * 4);
+    req.mutable_tensors()->mutable_k()->resize(16 * 2 * 16 * 4);
+    req.mutable_tensors()->mutable_v()->resize(16 * 2 * 16 * 4);
+    rule.edit(req);
+    grpc::ClientContext ctx;
+    v1::AttendResponse resp;
+    const grpc::Status s = stub_->Attend(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), rule.code) << rule.name << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find(rule.message), std::string::npos)
+        << rule.name << ": " << s.error_message();
+  }
+  // Benchmark bounds.
+  v1::RunBenchmarkRequest job = SlowJob(1, 5);
+  job.mutable_options()->set_repeats(-1);
+  grpc::ClientContext ctx;
+  auto reader = stub_->RunBenchmark(&ctx, job);
+  v1::RunBenchmarkEvent e;
+  while (reader->Read(&e)) {}
+  const grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("options.repeats: must be in [1, 10000], got -1"), std::string::npos)
+      << s.error_message();
+  v1::RunBenchmarkRequest suite;
+  suite.set_suite("huge");
+  grpc::ClientContext ctx2;
+  auto reader2 = stub_->RunBenchmark(&ctx2, suite);
+  while (reader2->Read(&e)) {}
+  EXPECT_EQ(reader2->Finish().error_message(), "suite: unknown 'huge'; expected codelab or large");
+}
+
+TEST_F(ServerTest, QueueFullIsUnavailableAndAQueuedCallMissesItsDeadline) {
+  ServerOptions o = CpuOptions();
+  o.queue_depth = 1;
+  server_.reset();
+  StartServer(o);
+  // One job occupies the worker; one Attend waits; the next is refused.
+  grpc::ClientContext job_ctx;
+  auto reader = stub_->RunBenchmark(&job_ctx, SlowJob(2, 20));
+  v1::RunBenchmarkEvent e;
+  ASSERT_TRUE(reader->Read(&e));  // started
+  ASSERT_TRUE(reader->Read(&e));  // the first case is running
+  v1::AttendRequest req;
+  *req.mutable_shape() = MakeShape(1, 16, 2, 16);
+  req.set_dtype(v1::FLOAT32);
+  req.mutable_generated()->set_seed(1);
+  grpc::ClientContext waiting_ctx;
+  waiting_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  v1::AttendResponse waiting_resp;
+  grpc::Status waiting_status;
+  bool waiting_done = false;
+  std::mutex mu;
+  std::condition_variable cv;
+  stub_->async()->Attend(&waiting_ctx, &req, &waiting_resp, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    waiting_status = s;
+    waiting_done = true;
+    cv.notify_all();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  grpc::ClientContext refused_ctx;
+  v1::AttendResponse refused;
+  const grpc::Status s = stub_->Attend(&refused_ctx, req, &refused);
+  EXPECT_EQ(s.error_code(), grpc::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("queue full: 1 of 1 requests waiting on device 0"), std::string::npos)
+      << s.error_message();
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return waiting_done; });
+  EXPECT_EQ(waiting_status.error_code(), grpc::DEADLINE_EXCEEDED);
+  job_ctx.TryCancel();
+  while (reader->Read(&e)) {}
+  reader->Finish();
+}
+
+TEST_F(ServerTest, ClientCancelStopsABenchmarkWithinOneCase) {
+  grpc::ClientContext ctx;
+  auto reader = stub_->RunBenchmark(&ctx, SlowJob(40, 3));
+  v1::RunBenchmarkEvent e;
+  int results = 0;
+  while (results < 1 && reader->Read(&e)) results += e.has_result();
+  ctx.TryCancel();
+  while (reader->Read(&e)) {}
+  EXPECT_EQ(reader->Finish().error_code(), grpc::CANCELLED);
+  // The server finished the job (it is no longer in flight) well before 40 cases.
+  const auto scrape_cases = [&] {
+    const std::string m = server_->metrics().Render();
+    std::smatch match;
+    static const std::regex re("attn_benchmark_cases_total\\{backend=\"cpu\",status=\"OK\"\\} ([0-9]+)");
+    return std::regex_search(m, match, re) ? std::stoi(match[1]) : 0;
+  };
+  for (int i = 0; i < 100 && server_->metrics().inflight.load() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(server_->metrics().inflight.load(), 0);
+  const int done = scrape_cases();
+  EXPECT_LE(done, 3) << "cases kept running after the cancel";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(scrape_cases(), done);
+}
+
+TEST_F(ServerTest, AnotherClientsAttendIsServedBetweenCasesOfASweep) {
+  v1::RunBenchmarkRequest job = SlowJob(30, 1);
+  job.set_client_id("participant-a");
+  grpc::ClientContext ctx;
+  auto reader = stub_->RunBenchmark(&ctx, job);
+  v1::RunBenchmarkEvent e;
+  int results = 0;
+  while (results < 1 && reader->Read(&e)) results += e.has_result();
+  v1::AttendRequest req;
+  *req.mutable_shape() = MakeShape(1, 16, 2, 16);
+  req.set_dtype(v1::FLOAT32);
+  req.mutable_generated()->set_seed(1);
+  req.set_client_id("participant-b");
+  grpc::ClientContext actx;
+  v1::AttendResponse resp;
+  ASSERT_TRUE(stub_->Attend(&actx, req, &resp).ok());
+  // B waited for at most the case in progress, not for the rest of A's sweep.
+  int after = 0;
+  while (reader->Read(&e)) after += e.has_result();
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_GE(after, 25) << "B's Attend was served only after most of A's sweep";
+}
+
+TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&ctx, {}, &info).ok());
+  v1::AttendRequest req;
+  *req.mutable_shape() = MakeShape(1, 16, 2, 16);
+  req.set_dtype(v1::FLOAT32);
+  req.mutable_generated()->set_seed(1);
+  grpc::ClientContext actx;
+  v1::AttendResponse resp;
+  ASSERT_TRUE(stub_->Attend(&actx, req, &resp).ok());
+  const std::string http = HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_NE(http.find("HTTP/1.0 200 OK"), std::string::npos) << http.substr(0, 200);
+  for (const char* name :
+       {"attn_request_duration_seconds_bucket{code=\"OK\",rpc=\"Attend\"", "attn_requests_total",
+        "attn_queue_wait_seconds_bucket", "attn_device_time_seconds_bucket{backend=\"cpu\",causal=\"false\",dtype=\"float32\"",
+        "attn_queue_depth{device=\"0\"}", "attn_arena_used_bytes", "attn_arena_capacity_bytes",
+        "attn_inflight_requests", "attn_serving 1", "attn_build_info", "attn_device_info"}) {
+    EXPECT_NE(http.find(name), std::string::npos) << name;
+  }
+  EXPECT_NE(HttpGet(server_->metrics_port(), "/").find("404"), std::string::npos);
+  if (system("command -v promtool > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool not installed (Debian package prometheus; scripts/deps.sh installs it)";
+  }
+  const std::string path = ::testing::TempDir() + "/attn_metrics.txt";
+  std::ofstream(path) << http.substr(http.find("\r\n\r\n") + 4);
+  const std::string cmd = "promtool check metrics < " + path + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), p)) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(out, "") << out;
+}
+
+// The binary under SIGTERM: health goes NOT_SERVING, new work is refused, the accepted job
+// finishes every case, and the process exits 0.
+TEST(ServerProcess, SigtermDrainsAcceptedWorkAndExitsZero) {
+  const std::string log = ::testing::TempDir() + "/attn_server_sigterm.log";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen(log.c_str(), "w", stdout);
+    dup2(fileno(stdout), 2);
+    execl(ATTN_SERVER_BINARY, ATTN_SERVER_BINARY, "--listen_address=127.0.0.1:0",
+          "--metrics_address=", "--devices=cpu", "--arena_mib=256", "--shutdown_grace_s=20",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int port = 0;
+  for (int i = 0; i < 200 && port == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    std::ifstream f(log);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::smatch m;
+    const std::string text = ss.str();
+    if (std::regex_search(text, m, std::regex("SERVING listen=\"127.0.0.1:0 \\(port ([0-9]+)\\)"))) {
+      port = std::stoi(m[1]);
+    }
+  }
+  ASSERT_GT(port, 0) << "no SERVING line in " << log;
+  auto stub = Connect(port);
+  grpc::ClientContext ctx;
+  auto reader = stub->RunBenchmark(&ctx, SlowJob(6, 3));
+  v1::RunBenchmarkEvent e;
+  int results = 0;
+  while (results < 1 && reader->Read(&e)) results += e.has_result();
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // New work is refused and health says NOT_SERVING while the job drains.
+  v1::AttendRequest req;
+  *req.mutable_shape() = MakeShape(1, 16, 2, 16);
+  req.set_dtype(v1::FLOAT32);
+  req.mutable_generated()->set_seed(1);
+  grpc::ClientContext actx;
+  v1::AttendResponse resp;
+  const grpc::Status refused = stub->Attend(&actx, req, &resp);
+  EXPECT_EQ(refused.error_code(), grpc::UNAVAILABLE) << refused.error_message();
+  bool summary = false;
+  while (reader->Read(&e)) {
+    results += e.has_result();
+    summary = summary || e.has_summary();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(results, 6);
+  EXPECT_TRUE(summary);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+}  // namespace
+}  // namespace attn::server
