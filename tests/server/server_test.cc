@@ -294,9 +294,12 @@ TEST_F(ServerTest, QueueFullIsUnavailableAndAQueuedCallMissesItsDeadline) {
   o.queue_depth = 1;
   server_.reset();
   StartServer(o);
-  // One job occupies the worker; one Attend waits; the next is refused.
+  // One job occupies the worker for seconds on any machine (its case stops at the 2 s budget);
+  // one Attend waits; the next is refused.
+  v1::RunBenchmarkRequest blocking = SlowJob(1, 20);
+  *blocking.mutable_cases()->mutable_cases(0)->mutable_shape() = MakeShape(4, 1024, 8, 64);
   grpc::ClientContext job_ctx;
-  auto reader = stub_->RunBenchmark(&job_ctx, SlowJob(2, 20));
+  auto reader = stub_->RunBenchmark(&job_ctx, blocking);
   v1::RunBenchmarkEvent e;
   ASSERT_TRUE(reader->Read(&e));  // started
   ASSERT_TRUE(reader->Read(&e));  // the first case is running
@@ -419,13 +422,16 @@ TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
 // The binary under SIGTERM: health goes NOT_SERVING, new work is refused, the accepted job
 // finishes every case, and the process exits 0.
 TEST(ServerProcess, SigtermDrainsAcceptedWorkAndExitsZero) {
+  // ATTN_SERVER_BINARY in the environment overrides the build's path (for a copied bundle).
+  const char* env_binary = std::getenv("ATTN_SERVER_BINARY");
+  const std::string binary = env_binary != nullptr ? env_binary : ATTN_SERVER_BINARY;
   const std::string log = ::testing::TempDir() + "/attn_server_sigterm.log";
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     freopen(log.c_str(), "w", stdout);
     dup2(fileno(stdout), 2);
-    execl(ATTN_SERVER_BINARY, ATTN_SERVER_BINARY, "--listen_address=127.0.0.1:0",
+    execl(binary.c_str(), binary.c_str(), "--listen_address=127.0.0.1:0",
           "--metrics_address=", "--devices=cpu", "--arena_mib=256", "--shutdown_grace_s=20",
           static_cast<char*>(nullptr));
     _exit(127);
