@@ -27,6 +27,7 @@ ABSL_FLAG(std::string, backend, "auto", "backend name");
 ABSL_FLAG(int, clients, 1, "concurrent clients, one channel each");
 ABSL_FLAG(int, calls, 1000, "calls per client (after 20 warm-up calls)");
 ABSL_FLAG(bool, upload, true, "send q, k, v bytes (else: generated on the server)");
+ABSL_FLAG(bool, omit_output, false, "ask for timings only (no output bytes back)");
 
 namespace v1 = attention::v1;
 
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   req.mutable_shape()->set_head_dim(dims[3]);
   req.set_dtype(dtype);
   req.set_backend(absl::GetFlag(FLAGS_backend));
+  req.set_omit_output(absl::GetFlag(FLAGS_omit_output));
   const int64_t bytes = dims[0] * dims[1] * dims[2] * dims[3] * elem;
   if (absl::GetFlag(FLAGS_upload)) {
     std::string t(static_cast<size_t>(bytes), '\0');
@@ -112,9 +114,11 @@ int main(int argc, char** argv) {
     errs += errors[c];
   }
   const double n = static_cast<double>(all_e2e.size());
-  const double payload = (absl::GetFlag(FLAGS_upload) ? 4.0 : 1.0) * static_cast<double>(bytes);
-  std::printf("shape %s %s clients %d calls %.0f errors %d upload %d\n", absl::GetFlag(FLAGS_shape).c_str(),
-              dt.c_str(), clients, n, errs, absl::GetFlag(FLAGS_upload) ? 1 : 0);
+  const double payload = ((absl::GetFlag(FLAGS_upload) ? 3.0 : 0.0) + (absl::GetFlag(FLAGS_omit_output) ? 0.0 : 1.0)) *
+                         static_cast<double>(bytes);
+  std::printf("shape %s %s clients %d calls %.0f errors %d upload %d omit_output %d\n",
+              absl::GetFlag(FLAGS_shape).c_str(), dt.c_str(), clients, n, errs,
+              absl::GetFlag(FLAGS_upload) ? 1 : 0, absl::GetFlag(FLAGS_omit_output) ? 1 : 0);
   std::printf("end-to-end ms: p50 %.4f p99 %.4f | server total ms: p50 %.4f p99 %.4f | device ms: p50 %.4f\n",
               Pct(all_e2e, 0.5), Pct(all_e2e, 0.99), Pct(all_total, 0.5), Pct(all_total, 0.99),
               Pct(all_dev, 0.5));

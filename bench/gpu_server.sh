@@ -13,6 +13,7 @@ echo "== attn-server on the GPU"
 .gpu/run attn-server --listen_address=127.0.0.1:50051 --metrics_address=127.0.0.1:9464 > "$out/server.log" 2>&1 &
 for i in $(seq 1 100); do grep -q 'SERVING' "$out/server.log" && break; sleep 0.2; done
 grep -E 'SERVING|warn|error' "$out/server.log" | head -5
+.gpu/run attn-load --shape=4,128,8,64 --dtype=bfloat16 --calls=2000 --upload=false --omit_output
 .gpu/run attn-load --shape=4,128,8,64 --dtype=bfloat16 --calls=2000 --upload=false
 .gpu/run attn-load --shape=4,128,8,64 --dtype=bfloat16 --calls=2000
 .gpu/run attn-load --shape=4,1024,8,64 --dtype=bfloat16 --clients=8 --calls=200
