@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Offline checks of the deployment files: Dockerfile, deploy/ (kustomize, Grafana, Prometheus
+# rules), terraform/. No cluster, cloud account or network is used (beyond installing the tools
+# below when missing). One line per check; exits non-zero if any check fails.
+#
+#   scripts/deploy-check.sh                 run every check (about half a minute once installed)
+#   scripts/deploy-check.sh --write-rules   regenerate the GMP Rules / PrometheusRule objects
+#                                           from deploy/monitoring/attn.rules.yaml
+#
+# Environment:
+#   ATTN_METRICS_SCRAPE=FILE  a /metrics scrape of a running attn-server: every metric the
+#                             dashboard and rules use must be in it (curl -s host:9464/metrics)
+#   ATTN_SERVER_BIN=PATH      attn-server binary whose --helpfull must know every flag of the
+#                             ConfigMap (default: build/server/attn-server when it exists)
+#   ATTN_KUBE_VERSIONS=LIST   Kubernetes versions to validate against (default 1.33.0,1.37.0)
+#
+# Installs what is missing: kubectl (Debian package), promtool (extracted from Debian's
+# prometheus package into .deps/prometheus, so no Prometheus service is installed or started),
+# and kubernetes-validate + python-hcl2 (pinned) in a venv at .deps/deploy-venv. terraform is
+# used for `terraform fmt -check` where it is installed; Debian has no package for it.
+#
+# The checks are also run on the deliberately broken copies in tests/deploy/broken/ (and a few
+# made at run time from the real files), each of which must be rejected for its reason.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+started=$SECONDS
+
+venv=.deps/deploy-venv
+checker=(python tests/deploy/deploy_check.py)
+kube_versions=${ATTN_KUBE_VERSIONS:-1.33.0,1.37.0}
+rules=deploy/monitoring/attn.rules.yaml
+rule_tests=tests/deploy/attn.rules.test.yaml
+dashboard=deploy/grafana/attn-dashboard.json
+flagfile=deploy/base/attn-server.flags
+broken=tests/deploy/broken
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# --- tools -------------------------------------------------------------------------------------
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
+apt_updated=0
+apt_get() {
+  if [ "$apt_updated" -eq 0 ]; then
+    $sudo_cmd apt-get update -qq >/dev/null 2>&1 || true
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get "$@"
+}
+
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "deploy-check: installing kubectl"
+  apt_get install -y -qq --no-install-recommends kubectl >/dev/null 2>&1 \
+    || apt_get install -y -qq --no-install-recommends kubernetes-client >/dev/null 2>&1 || true
+fi
+
+promtool=$(command -v promtool || true)
+if [ -z "$promtool" ]; then
+  promtool=$root/.deps/prometheus/usr/bin/promtool
+  if [ ! -x "$promtool" ]; then
+    echo "deploy-check: extracting promtool from Debian's prometheus package into .deps/prometheus"
+    rm -rf .deps/prometheus && mkdir -p .deps/prometheus/deb
+    (cd .deps/prometheus/deb && apt_get download prometheus >/dev/null 2>&1) \
+      && dpkg-deb -x .deps/prometheus/deb/prometheus_*.deb .deps/prometheus \
+      && rm -rf .deps/prometheus/deb || true
+  fi
+fi
+
+if ! "$venv/bin/python" -c 'import kubernetes_validate, hcl2, yaml, jsonschema' >/dev/null 2>&1; then
+  echo "deploy-check: installing kubernetes-validate and python-hcl2 into $venv"
+  rm -rf "$venv" && mkdir -p .deps
+  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+    apt_get install -y -qq --no-install-recommends python3-venv >/dev/null 2>&1
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    kubernetes-validate==1.37.0 python-hcl2==8.1.4 || { echo "FAIL  tools: pip install failed"; exit 1; }
+fi
+export PATH="$root/$venv/bin:$PATH"
+
+if [ "${1:-}" = "--write-rules" ]; then
+  exec "${checker[@]}" rules-sync --write
+fi
+
+# --- reporting ---------------------------------------------------------------------------------
+passed=0 failed=0 skipped=0
+out=$work/out
+
+indent() { sed -n '1,25s/^/      /p'; }
+
+# check NAME CMD...: passes when CMD exits 0; prints its last line as the detail.
+check() {
+  local name=$1; shift
+  if "$@" >"$out" 2>&1; then
+    passed=$((passed + 1))
+    printf 'PASS  %s: %s\n' "$name" "$(grep -v '^\s*$' "$out" | tail -1 | cut -c1-160)"
+  else
+    failed=$((failed + 1))
+    printf 'FAIL  %s\n' "$name"
+    indent <"$out"
+  fi
+}
+
+# reject NAME EXPECTED CMD...: a broken input; passes when CMD fails and says EXPECTED.
+reject() {
+  local name=$1 expected=$2; shift 2
+  if "$@" >"$out" 2>&1; then
+    failed=$((failed + 1))
+    printf 'FAIL  reject %s: the check passed on the broken input\n' "$name"
+  elif grep -qF -- "$expected" "$out"; then
+    passed=$((passed + 1))
+    printf 'PASS  reject %s: %s\n' "$name" "$(grep -F -m1 -- "$expected" "$out" | sed 's/^\s*//' | cut -c1-140)"
+  else
+    failed=$((failed + 1))
+    printf 'FAIL  reject %s: failed, but not with "%s":\n' "$name" "$expected"
+    indent <"$out"
+  fi
+}
+
+skip() {
+  skipped=$((skipped + 1))
+  printf 'SKIP  %s: %s\n' "$1" "$2"
+}
+
+render_and() {  # render_and DIR SUBCOMMAND [ARGS...]: kubectl kustomize DIR, then the checker on it
+  local dir=$1; shift
+  kubectl kustomize "$dir" >"$work/render.yaml" && "${checker[@]}" "$1" "$work/render.yaml" "${@:2}"
+}
+
+# --- tools line --------------------------------------------------------------------------------
+kubectl_minor=$(kubectl version --client -o json 2>/dev/null | python -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["minor"].rstrip("+"))' 2>/dev/null || echo 0)
+tools_line() {
+  command -v kubectl >/dev/null || { echo "kubectl missing (apt-get install kubectl failed)"; return 1; }
+  [ "$kubectl_minor" -ge 21 ] || { echo "kubectl 1.$kubectl_minor: its kustomize has no components; need kubectl >= 1.21"; return 1; }
+  [ -x "$promtool" ] || { echo "promtool missing (Debian package prometheus)"; return 1; }
+  echo "kubectl 1.$kubectl_minor ($(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: //p')), promtool $("$promtool" --version 2>&1 | head -1 | awk '{print $3}'), kubernetes-validate $(python -c 'import kubernetes_validate.version as v; print(v.__version__)'), terraform $(command -v terraform >/dev/null && terraform version 2>/dev/null | head -1 | awk '{print $2}' || echo absent)"
+}
+check "tools" tools_line
+
+# --- Kubernetes manifests ----------------------------------------------------------------------
+mkdir -p "$work/render" "$work/components"
+mapfile -t kdirs < <(find deploy -name kustomization.yaml -printf '%h\n' | sort)
+for dir in "${kdirs[@]}"; do
+  target=$dir
+  if grep -q '^kind: Component' "$dir/kustomization.yaml"; then
+    # A component renders on top of the base.
+    target=$work/components/$(echo "$dir" | tr / _)
+    mkdir -p "$target"
+    # kustomize takes relative paths only.
+    printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n  - %s\n' \
+      "$(realpath --relative-to "$target" deploy/base)" "$(realpath --relative-to "$target" "$dir")" \
+      >"$target/kustomization.yaml"
+  fi
+  render=$work/render/$(echo "$dir" | tr / _).yaml
+  check "render $dir" sh -c "kubectl kustomize '$target' >'$render' && echo \"\$(grep -c '^kind:' '$render') objects\""
+  [ -s "$render" ] || continue
+  check "schema $dir" "${checker[@]}" k8s-schema "$render" --kube-versions "$kube_versions"
+  check "policy $dir" "${checker[@]}" policy "$render" --rules "$rules"
+done
+
+# The README's live overlay (deploy/ by a relative path, the image set) renders with that image.
+mkdir -p "$work/attn-live"
+cat >"$work/attn-live/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to "$work/attn-live" deploy)
+images:
+  - name: attn-server
+    newName: example-repository/attn-server
+    newTag: "0123abc"
+EOF
+check "README's live overlay" sh -c "kubectl kustomize '$work/attn-live' \
+  | grep -q 'image: example-repository/attn-server:0123abc' && echo 'renders deploy/ with the image set'"
+
+check "dockerfile" "${checker[@]}" dockerfile Dockerfile --flags "$flagfile"
+
+# --- Prometheus rules --------------------------------------------------------------------------
+check "promtool check rules" "$promtool" check rules "$rules"
+check "promtool test rules" "$promtool" test rules "$rule_tests"
+check "rules policy" "${checker[@]}" rules-policy "$rules" --tests "$rule_tests"
+check "rules objects in sync" "${checker[@]}" rules-sync
+
+# --- Grafana and metric names ------------------------------------------------------------------
+check "dashboard" "${checker[@]}" dashboard "$dashboard"
+check "metric names" "${checker[@]}" metric-names --rules "$rules" --dashboard "$dashboard"
+check "scrape check on sample_scrape.txt" "${checker[@]}" scrape tests/deploy/sample_scrape.txt --require-samples
+if [ -n "${ATTN_METRICS_SCRAPE:-}" ]; then
+  check "scrape $ATTN_METRICS_SCRAPE" "${checker[@]}" scrape "$ATTN_METRICS_SCRAPE"
+  check "promtool check metrics $ATTN_METRICS_SCRAPE" sh -c "'$promtool' check metrics <'$ATTN_METRICS_SCRAPE' && echo clean"
+else
+  skip "real scrape" "set ATTN_METRICS_SCRAPE to a /metrics scrape of attn-server"
+fi
+server_bin=${ATTN_SERVER_BIN:-build/server/attn-server}
+if [ -x "$server_bin" ]; then
+  check "server flags" "${checker[@]}" server-flags "$flagfile" "$server_bin"
+else
+  skip "server flags" "no $server_bin (set ATTN_SERVER_BIN) to check the ConfigMap's flags against"
+fi
+
+# --- Terraform ---------------------------------------------------------------------------------
+if command -v terraform >/dev/null 2>&1; then
+  : >"$work/terraformrc"
+  check "terraform fmt" env TF_CLI_CONFIG_FILE="$work/terraformrc" sh -c 'terraform fmt -check -diff -recursive terraform && echo formatted'
+else
+  skip "terraform fmt" "terraform is not installed (no Debian package); the HCL parse below still runs"
+fi
+check "terraform hcl" "${checker[@]}" terraform terraform
+
+# --- The broken copies must be rejected --------------------------------------------------------
+reject "deployment without spec.selector" "'selector' is a required property" \
+  render_and "$broken/deployment-missing-selector" k8s-schema --kube-versions "$kube_versions"
+reject "pod that may run as root" "runAsNonRoot" render_and "$broken/pod-runs-as-root" policy
+reject "gRPC open to every namespace" "admits every namespace" render_and "$broken/networkpolicy-any-namespace" policy
+reject "ServiceMonitor with a typo" "'endpoints' is a required property" "${checker[@]}" k8s-schema "$broken/servicemonitor-typo.yaml"
+reject "rule that does not parse" "parse error" "$promtool" check rules "$broken/bad-expression.rules.yaml"
+reject "rule on an unknown metric" "attn_queue_length" "${checker[@]}" metric-names --rules "$broken/unknown-metric.rules.yaml"
+reject "per-pod quantile" "keeps pod/instance" "${checker[@]}" rules-policy "$broken/per-pod-quantile.rules.yaml"
+reject "dashboard on a misspelt metric" "attn_request_total" \
+  "${checker[@]}" metric-names --dashboard "$broken/unknown-metric-dashboard.json"
+reject "overlapping dashboard panels" "overlaps" "${checker[@]}" dashboard "$broken/overlapping-dashboard.json"
+reject "scrape without attn_serving" "attn_serving: no" "${checker[@]}" scrape "$broken/scrape-missing-family.txt"
+reject "terraform without gpu_count" "variable gpu_count is missing" "${checker[@]}" terraform "$broken/terraform-missing-variable"
+reject "terraform syntax error" "HCL parse error" "${checker[@]}" terraform "$broken/terraform-syntax-error"
+
+# Made from the real files, so they follow them.
+mkdir -p "$work/weak" "$work/base-copy" "$work/tf-copy"
+sed 's/(attn_queue_depth) >= 48/(attn_queue_depth) >= 60/' "$rules" >"$work/weak/attn.rules.yaml"
+sed "s|^  - ../../deploy/monitoring/attn.rules.yaml|  - $work/weak/attn.rules.yaml|" "$rule_tests" >"$work/weak/test.yaml"
+reject "alert threshold the unit tests disagree with" "FAILED" "$promtool" test rules "$work/weak/test.yaml"
+sed 's/(attn_queue_depth) >= 48/(attn_queue_depth) >= 40/' deploy/components/gmp/rules.yaml >"$work/weak/gmp-rules.yaml"
+reject "Rules object edited by hand" "differ from" "${checker[@]}" rules-sync "$work/weak/gmp-rules.yaml"
+cp -r deploy/base/. "$work/base-copy/"
+sed -i 's/^--queue_depth=64$/--queue_depth=32/' "$work/base-copy/attn-server.flags"
+sed -i 's/terminationGracePeriodSeconds: 35/terminationGracePeriodSeconds: 20/' "$work/base-copy/deployment.yaml"
+reject "alert above the queue depth" "can never fire" render_and "$work/base-copy" policy --rules "$rules"
+reject "grace period shorter than the drain" "does not match preStop" render_and "$work/base-copy" policy --rules "$rules"
+cp terraform/*.tf "$work/tf-copy/"
+sed -i 's/^  default = "LATEST"$/  default = "DEFAULT"/' "$work/tf-copy/variables.tf"
+reject "CUDA 13 image on the DEFAULT driver" "not LATEST" "${checker[@]}" terraform "$work/tf-copy" --dockerfile Dockerfile
+
+echo "deploy-check: $((SECONDS - started)) s"
+echo "deploy-check: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,908 @@
+#!/usr/bin/env python3
+"""Offline checks of attn's deployment files; scripts/deploy-check.sh runs each subcommand.
+
+Every subcommand prints one summary line and exits 0, or prints one line per problem and
+exits 1. Nothing here needs a cluster, a cloud account or the network.
+
+  k8s-schema RENDER    objects of a `kubectl kustomize` render against Kubernetes' schemas
+                       (kubernetes-validate, strict) and custom resources against crd_schemas.yaml
+  policy RENDER        what the deployment must keep: GPU placement, probes, restricted security
+                       context, drain timing vs --shutdown_grace_s, selectors and ports that
+                       line up, NetworkPolicy scope, scrape targets that exist
+  rules-sync           the GMP Rules and PrometheusRule objects hold exactly the canonical rules
+                       (--write regenerates them)
+  rules-policy         quantiles aggregate buckets across replicas; thresholds agree with flags
+  terraform DIR        HCL parse of every .tf, the codelab's variables/outputs, validations,
+                       the L4 pool, GMP + DCGM, Workload Identity, Artifact Registry, the driver
+                       vs the Dockerfile's CUDA major, every var./resource reference declared
+  dashboard FILE       Grafana JSON structure: data source variable, ids, layout, queries
+  metric-names         every metric a rule or dashboard query names is exported by attn-server
+                       (expected_metrics.txt), recorded by a rule, or listed as external
+  scrape FILE          every expected family is in a real /metrics scrape, with its type
+  server-flags FLAGFILE BINARY
+                       every flag in the ConfigMap's flag file is one the binary knows
+  dockerfile FILE      multi-stage CUDA/cuDNN devel -> runtime, packages only through
+                       scripts/apt-packages.txt + deps.sh, numeric non-root user, the two
+                       binaries, ports matching the flag file
+"""
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
+CANONICAL_RULES = ROOT / "deploy/monitoring/attn.rules.yaml"
+RULE_OBJECTS = {
+    ROOT / "deploy/components/gmp/rules.yaml": ("monitoring.googleapis.com/v1", "Rules"),
+    ROOT / "deploy/components/prometheus-operator/prometheusrule.yaml": ("monitoring.coreos.com/v1",
+                                                                        "PrometheusRule"),
+}
+SERVER = "attn-server"
+
+
+class Problems:
+    """Collects problems; report() prints them (or the summary) and gives the exit code."""
+
+    def __init__(self):
+        self.items = []
+
+    def add(self, msg):
+        self.items.append(msg)
+
+    def require(self, cond, msg):
+        if not cond:
+            self.add(msg)
+        return bool(cond)
+
+    def report(self, summary):
+        if self.items:
+            for item in self.items:
+                print(item)
+            return 1
+        print(summary)
+        return 0
+
+
+def load_docs(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def dig(obj, *keys, default=None):
+    for key in keys:
+        if isinstance(obj, dict) and key in obj:
+            obj = obj[key]
+        elif isinstance(obj, list) and isinstance(key, int) and -len(obj) <= key < len(obj):
+            obj = obj[key]
+        else:
+            return default
+    return obj
+
+
+def selector_matches(selector, labels):
+    """Kubernetes LabelSelector semantics (matchLabels and matchExpressions)."""
+    if selector is None:
+        return False
+    labels = labels or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+# --- k8s-schema --------------------------------------------------------------------------------
+
+def cmd_k8s_schema(args):
+    import kubernetes_validate
+    from kubernetes_validate import utils as kv_utils
+    import jsonschema
+
+    # kubernetes-validate re-reads the (large) definitions file for every object; read it once.
+    original = kv_utils.schema_contents
+    cache = {}
+
+    def cached(filename, desired_version):
+        key = (filename, desired_version)
+        if key not in cache:
+            cache[key] = original(filename, desired_version)
+        return cache[key]
+
+    kv_utils.schema_contents = cached
+
+    crd = yaml.safe_load(open(HERE / "crd_schemas.yaml"))["schemas"]
+    versions = [v for v in args.kube_versions.split(",") if v]
+    problems = Problems()
+    builtin = custom = 0
+    skipped = []
+    for doc in load_docs(args.render):
+        name = f'{doc.get("kind")}/{dig(doc, "metadata", "name")}'
+        api = doc.get("apiVersion", "")
+        key = f'{api}/{doc.get("kind")}'
+        try:
+            for version in versions:
+                try:
+                    kubernetes_validate.validate(doc, version, strict=True)
+                except kubernetes_validate.ValidationError as e:
+                    path = "/".join(str(p) for p in e.absolute_path) or "(top)"
+                    problems.add(f"{name}: Kubernetes {version} schema: at {path}: {e.message}")
+                    break
+            builtin += 1
+        except kubernetes_validate.SchemaNotFoundError:
+            if key in crd:
+                validator = jsonschema.Draft202012Validator(crd[key])
+                errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+                for e in errors:
+                    path = "/".join(str(p) for p in e.absolute_path) or "(top)"
+                    problems.add(f"{name}: {key} schema (crd_schemas.yaml): at {path}: {e.message}")
+                custom += 1
+            else:
+                skipped.append(f"{name} ({key}: no schema in kubernetes-validate or crd_schemas.yaml)")
+    summary = (f"{builtin} objects valid against Kubernetes {', '.join(versions)} (strict), "
+               f"{custom} custom resources against crd_schemas.yaml")
+    if skipped:
+        summary += "; skipped " + "; ".join(skipped)
+    return problems.report(summary)
+
+
+# --- policy ------------------------------------------------------------------------------------
+
+def parse_flagfile(text):
+    flags = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"--([a-z0-9_]+)(?:=(.*))?", line)
+        if not m:
+            raise ValueError(f"flag file line is not --name=value: {line!r}")
+        flags[m.group(1)] = m.group(2) if m.group(2) is not None else "true"
+    return flags
+
+
+def port_of(address):
+    m = re.search(r":(\d+)$", address or "")
+    return int(m.group(1)) if m else None
+
+
+def cmd_policy(args):
+    docs = load_docs(args.render)
+    problems = Problems()
+    by_kind = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], []).append(doc)
+
+    for ns in by_kind.get("Namespace", []):
+        labels = dig(ns, "metadata", "labels") or {}
+        enforced = labels.get("pod-security.kubernetes.io/enforce")
+        # attn's own namespace enforces "restricted"; a cohort namespace at least "baseline".
+        wanted = ("baseline", "restricted") if labels.get("attn-cohort") == "true" else ("restricted",)
+        problems.require(enforced in wanted,
+                         f'Namespace/{ns["metadata"]["name"]}: Pod Security enforces {enforced!r}, not {" or ".join(wanted)}')
+
+    deployments = [d for d in by_kind.get("Deployment", []) if d["metadata"]["name"] == SERVER]
+    if not deployments:
+        n = len(docs)
+        return problems.report(f"no {SERVER} Deployment in this render ({n} objects): namespace checks only")
+    dep = deployments[0]
+    where = f"Deployment/{SERVER}"
+    pod = dep["spec"]["template"]
+    pod_labels = dig(pod, "metadata", "labels") or {}
+    spec = pod["spec"]
+    problems.require(selector_matches(dep["spec"].get("selector"), pod_labels),
+                     f"{where}: spec.selector does not match the pod template's labels")
+
+    # Placement on L4 nodes.
+    problems.require(dig(spec, "nodeSelector", "cloud.google.com/gke-accelerator") == "nvidia-l4",
+                     f"{where}: nodeSelector cloud.google.com/gke-accelerator must be nvidia-l4")
+    problems.require(any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations") or []),
+                     f"{where}: no toleration for the nvidia.com/gpu taint")
+
+    # Pod security.
+    psc = spec.get("securityContext") or {}
+    problems.require(psc.get("runAsNonRoot") is True, f"{where}: pod securityContext.runAsNonRoot must be true")
+    problems.require(dig(psc, "seccompProfile", "type") == "RuntimeDefault",
+                     f"{where}: pod seccompProfile must be RuntimeDefault")
+    problems.require(spec.get("automountServiceAccountToken") is False,
+                     f"{where}: automountServiceAccountToken must be false (the server calls no API)")
+
+    containers = [c for c in spec.get("containers") or [] if c.get("name") == SERVER]
+    if not problems.require(containers, f"{where}: no container named {SERVER}"):
+        return problems.report("")
+    c = containers[0]
+    cw = f"{where} container {SERVER}"
+    csc = c.get("securityContext") or {}
+    problems.require(csc.get("allowPrivilegeEscalation") is False, f"{cw}: allowPrivilegeEscalation must be false")
+    problems.require("ALL" in (dig(csc, "capabilities", "drop") or []), f"{cw}: capabilities must drop ALL")
+    problems.require(not dig(csc, "capabilities", "add"), f"{cw}: adds capabilities")
+    problems.require(csc.get("readOnlyRootFilesystem") is True, f"{cw}: readOnlyRootFilesystem must be true")
+    problems.require(csc.get("privileged") is not True, f"{cw}: privileged")
+    problems.require(csc.get("runAsNonRoot") in (True, None) and psc.get("runAsNonRoot") is True,
+                     f"{cw}: runAsNonRoot")
+
+    # Resources.
+    for section in ("requests", "limits"):
+        for res in ("cpu", "memory"):
+            problems.require(dig(c, "resources", section, res) is not None, f"{cw}: no {section}.{res}")
+    problems.require(str(dig(c, "resources", "limits", "nvidia.com/gpu")) == "1",
+                     f"{cw}: limits nvidia.com/gpu must be 1 (one replica per L4)")
+
+    # Volumes: /tmp is an emptyDir (read-only root), the flag file comes from the ConfigMap.
+    volumes = {v["name"]: v for v in spec.get("volumes") or []}
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts") or []}
+    tmp = mounts.get("/tmp")
+    problems.require(tmp and "emptyDir" in volumes.get(tmp["name"], {}), f"{cw}: /tmp must be an emptyDir mount")
+
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+    problems.require("grpc" in ports and "metrics" in ports, f"{cw}: needs ports named grpc and metrics")
+
+    flags = {}
+    flagfile_args = [a for a in c.get("args") or [] if a.startswith("--flagfile=")]
+    if problems.require(flagfile_args, f"{cw}: args must pass --flagfile=<mounted ConfigMap key>"):
+        path = flagfile_args[0].split("=", 1)[1]
+        mount_dir, key = path.rsplit("/", 1)
+        mount = mounts.get(mount_dir)
+        cm_name = dig(volumes.get(mount["name"]) if mount else None, "configMap", "name")
+        cms = [m for m in by_kind.get("ConfigMap", []) if m["metadata"]["name"] == cm_name]
+        if problems.require(cms and key in (cms[0].get("data") or {}),
+                            f"{cw}: {path} is not a key of a ConfigMap in this render"):
+            try:
+                flags = parse_flagfile(cms[0]["data"][key])
+            except ValueError as e:
+                problems.add(f"ConfigMap/{cm_name}: {e}")
+
+    if flags:
+        lp, mp = port_of(flags.get("listen_address", "0.0.0.0:50051")), port_of(flags.get("metrics_address", "0.0.0.0:9464"))
+        problems.require(lp == ports.get("grpc"), f"{cw}: port grpc ({ports.get('grpc')}) is not --listen_address's ({lp})")
+        problems.require(mp == ports.get("metrics"), f"{cw}: port metrics ({ports.get('metrics')}) is not --metrics_address's ({mp})")
+
+    # Probes: native gRPC against grpc.health.v1 on the gRPC port.
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        p = c.get(probe)
+        if problems.require(p and "grpc" in p, f"{cw}: {probe} must be a native grpc probe"):
+            problems.require(p["grpc"].get("port") == ports.get("grpc"),
+                             f"{cw}: {probe} probes port {p['grpc'].get('port')}, not the grpc port {ports.get('grpc')}")
+    problems.require(dig(c, "readinessProbe", "grpc", "service") == "attention.v1.AttentionService",
+                     f"{cw}: readinessProbe must ask about attention.v1.AttentionService")
+
+    # Drain: preStop + --shutdown_grace_s fit in the termination grace period, with a margin.
+    pre_stop = dig(c, "lifecycle", "preStop", "sleep", "seconds")
+    grace = spec.get("terminationGracePeriodSeconds")
+    if problems.require(pre_stop is not None, f"{cw}: needs a preStop sleep (endpoints drop the pod first)") \
+            and problems.require(grace is not None, f"{where}: terminationGracePeriodSeconds not set"):
+        drain = float(flags.get("shutdown_grace_s", 25))
+        problems.require(pre_stop + drain + 1 <= grace <= pre_stop + drain + 30,
+                         f"{where}: terminationGracePeriodSeconds {grace} does not match preStop {pre_stop} s"
+                         f" + --shutdown_grace_s {drain:g} s (+1..30 s to exit)")
+
+    # Services: selectors reach the pods, target ports exist; one ClusterIP, one headless.
+    services = by_kind.get("Service", [])
+    kinds = set()
+    for svc in services:
+        sw = f'Service/{svc["metadata"]["name"]}'
+        if not selector_matches({"matchLabels": dig(svc, "spec", "selector") or {}}, pod_labels) \
+                or not dig(svc, "spec", "selector"):
+            continue
+        kinds.add("headless" if dig(svc, "spec", "clusterIP") == "None" else "clusterip")
+        for p in dig(svc, "spec", "ports") or []:
+            tp = p.get("targetPort", p.get("port"))
+            problems.require(tp in ports or tp in ports.values(), f"{sw}: targetPort {tp} is not a port of the pod")
+        if dig(svc, "spec", "clusterIP") == "None":
+            problems.require(any(p.get("targetPort") == "grpc" for p in dig(svc, "spec", "ports") or []),
+                             f"{sw}: headless Service must carry the grpc port")
+    problems.require(kinds == {"headless", "clusterip"},
+                     f"need a ClusterIP and a headless Service selecting the pods; found {sorted(kinds) or 'none'}")
+
+    pdbs = [p for p in by_kind.get("PodDisruptionBudget", []) if selector_matches(dig(p, "spec", "selector"), pod_labels)]
+    problems.require(pdbs, "no PodDisruptionBudget selects the pods")
+
+    # NetworkPolicy: gRPC only from labelled cohort namespaces/pods, metrics only from monitoring.
+    policies = [p for p in by_kind.get("NetworkPolicy", [])
+                if selector_matches(dig(p, "spec", "podSelector"), pod_labels)]
+    problems.require(any(dig(p, "spec", "podSelector") == {} and "Ingress" in dig(p, "spec", "policyTypes", default=[])
+                         and not dig(p, "spec", "ingress") for p in by_kind.get("NetworkPolicy", [])),
+                     "no default-deny ingress NetworkPolicy (podSelector: {}) in the namespace")
+    grpc_ok = metrics_ok = False
+    for pol in policies:
+        pw = f'NetworkPolicy/{pol["metadata"]["name"]}'
+        for rule in dig(pol, "spec", "ingress") or []:
+            rports = {p.get("port") for p in rule.get("ports") or []}
+            peers = rule.get("from")
+            if not problems.require(rports, f"{pw}: an ingress rule without ports admits every port"):
+                continue
+            if not problems.require(peers, f"{pw}: an ingress rule without from admits every source"):
+                continue
+            for peer in peers:
+                problems.require("ipBlock" not in peer, f"{pw}: ipBlock peers are not expected")
+                ns_sel = peer.get("namespaceSelector")
+                problems.require(ns_sel != {}, f"{pw}: namespaceSelector {{}} admits every namespace")
+                problems.require(not (ns_sel is None and peer.get("podSelector") == {}),
+                                 f"{pw}: podSelector {{}} admits every pod of the namespace")
+            rports_named = {next((n for n, v in ports.items() if v == p), p) for p in rports}
+            if rports_named == {"grpc"}:
+                grpc_ok = True
+            elif rports_named == {"metrics"}:
+                admitted = set()
+                for peer in peers:
+                    for e in dig(peer, "namespaceSelector", "matchExpressions") or []:
+                        if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "In":
+                            admitted.update(e.get("values") or [])
+                    name = dig(peer, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name")
+                    if name:
+                        admitted.add(name)
+                problems.require("gmp-system" in admitted,
+                                 f"{pw}: metrics must be admitted from gmp-system (GMP collectors)")
+                metrics_ok = True
+            else:
+                problems.add(f"{pw}: ingress rule for ports {sorted(map(str, rports))}: expected grpc or metrics alone")
+    problems.require(grpc_ok, "no NetworkPolicy rule admits the cohort to the grpc port")
+    problems.require(metrics_ok, "no NetworkPolicy rule admits monitoring to the metrics port")
+
+    # Scrape targets exist.
+    scrapers = 0
+    for pm in by_kind.get("PodMonitoring", []):
+        scrapers += 1
+        pw = f'PodMonitoring/{pm["metadata"]["name"]}'
+        problems.require(selector_matches(dig(pm, "spec", "selector"), pod_labels), f"{pw}: selector misses the pods")
+        for ep in dig(pm, "spec", "endpoints") or []:
+            problems.require(ep.get("port") in ("metrics", ports.get("metrics")), f"{pw}: port {ep.get('port')} is not metrics")
+    for sm in by_kind.get("ServiceMonitor", []):
+        scrapers += 1
+        sw = f'ServiceMonitor/{sm["metadata"]["name"]}'
+        matched = [s for s in services if selector_matches(dig(sm, "spec", "selector"), dig(s, "metadata", "labels"))]
+        problems.require(matched, f"{sw}: selector matches no Service")
+        for ep in dig(sm, "spec", "endpoints") or []:
+            with_port = [s for s in matched if any(p.get("name") == ep.get("port") for p in dig(s, "spec", "ports") or [])]
+            problems.require(len(with_port) == 1,
+                             f"{sw}: port {ep.get('port')} must be on exactly one selected Service (found {len(with_port)})")
+
+    # Alert thresholds that depend on flags.
+    if flags and args.rules:
+        rules = [r for g in yaml.safe_load(open(args.rules))["groups"] for r in g["rules"]]
+        depth = int(flags.get("queue_depth", 64))
+        for r in rules:
+            if r.get("alert") == "AttnQueueSaturated":
+                m = re.search(r">=?\s*([0-9.]+)\s*$", r["expr"].strip())
+                if problems.require(m, "AttnQueueSaturated: expected `... >= N`"):
+                    problems.require(float(m.group(1)) < depth,
+                                     f"AttnQueueSaturated fires at {m.group(1)}, at or above --queue_depth={depth}: it can never fire")
+
+    return problems.report(f"{where}: placement, security, probes, drain ({dig(c, 'lifecycle', 'preStop', 'sleep', 'seconds')}+"
+                           f"{flags.get('shutdown_grace_s', '?')} s in {spec.get('terminationGracePeriodSeconds')} s), "
+                           f"{len(services)} Services, {len(policies)} NetworkPolicies, {scrapers} scrape objects consistent")
+
+
+# --- rules -------------------------------------------------------------------------------------
+
+class _Literal(str):
+    pass
+
+
+def _literal_representer(dumper, data):
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+
+
+def _str_representer(dumper, data):
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+def rule_object(api, kind, groups):
+    return {"apiVersion": api, "kind": kind,
+            "metadata": {"name": SERVER, "namespace": "attn", "labels": {"app.kubernetes.io/name": SERVER}},
+            "spec": {"groups": groups}}
+
+
+def cmd_rules_sync(args):
+    canonical = pathlib.Path(args.canonical)
+    groups = yaml.safe_load(open(canonical))["groups"]
+    problems = Problems()
+    targets = RULE_OBJECTS
+    if args.objects:  # other copies (the negative tests): compare the groups only
+        targets = {pathlib.Path(p).resolve(): (None, None) for p in args.objects}
+    for path, (api, kind) in targets.items():
+        rel = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+        if args.write:
+            dumper = yaml.SafeDumper
+            dumper.add_representer(str, _str_representer)
+            text = (f"# Generated from {canonical.resolve().relative_to(ROOT)} by `scripts/deploy-check.sh --write-rules`;\n"
+                    f"# edit that file, not this one (deploy-check.sh fails while the two differ).\n")
+            text += yaml.dump(rule_object(api, kind, groups), Dumper=dumper, sort_keys=False, width=1000)
+            path.write_text(text)
+            continue
+        if not path.exists():
+            problems.add(f"{rel}: missing (scripts/deploy-check.sh --write-rules makes it)")
+            continue
+        docs = load_docs(path)
+        if not problems.require(len(docs) == 1, f"{rel}: expected one object"):
+            continue
+        if api:
+            problems.require((docs[0].get("apiVersion"), docs[0].get("kind")) == (api, kind),
+                             f"{rel}: expected {api} {kind}")
+        if dig(docs[0], "spec", "groups") != groups:
+            problems.add(f"{rel}: spec.groups differ from {canonical.name}; run scripts/deploy-check.sh --write-rules")
+    if args.write:
+        return problems.report(f"wrote {len(targets)} rule objects from {canonical.name}")
+    return problems.report(f"{len(targets)} rule objects hold the {sum(len(g['rules']) for g in groups)} rules of {canonical.name}")
+
+
+QUANTILE_RE = re.compile(r"histogram_quantile\s*\(")
+
+
+def quantile_problems(expr, where):
+    """histogram_quantile must read buckets summed across replicas: sum by (le, ...) (rate(x_bucket[..]))."""
+    out = []
+    for m in QUANTILE_RE.finditer(expr):
+        depth, i = 1, m.end()
+        while i < len(expr) and depth:
+            depth += {"(": 1, ")": -1}.get(expr[i], 0)
+            i += 1
+        inner = expr[m.end():i - 1]
+        agg = re.search(r"\bsum\s+by\s*\(([^)]*)\)\s*\(\s*(?:rate|increase)\s*\(\s*[a-zA-Z_:][a-zA-Z0-9_:]*_bucket\b", inner)
+        if not agg or "le" not in [x.strip() for x in agg.group(1).split(",")]:
+            out.append(f"{where}: histogram_quantile must take sum by (le, ...) (rate(<histogram>_bucket[...])): {inner.strip()[:90]}")
+        elif re.search(r"\bpod\b|\binstance\b", agg.group(1)):
+            out.append(f"{where}: histogram_quantile keeps pod/instance: quantiles must aggregate across replicas")
+    return out
+
+
+def cmd_rules_policy(args):
+    problems = Problems()
+    groups = yaml.safe_load(open(args.rules))["groups"]
+    alerts = []
+    for g in groups:
+        for r in g["rules"]:
+            name = r.get("record") or r.get("alert")
+            for p in quantile_problems(r["expr"], name):
+                problems.add(p)
+            if "alert" in r:
+                alerts.append(r["alert"])
+                problems.require(dig(r, "labels", "severity") in ("critical", "warning", "info"),
+                                 f"{name}: needs labels.severity critical, warning or info")
+                problems.require(dig(r, "annotations", "summary") and dig(r, "annotations", "description"),
+                                 f"{name}: needs summary and description annotations")
+    wanted = {"AttnNoReadyReplica", "AttnHighErrorRatio", "AttnQueueSaturated", "AttnHighLatencyP99"}
+    problems.require(wanted <= set(alerts), f"missing alerts: {sorted(wanted - set(alerts))}")
+    if args.tests:
+        tested = set()
+        for t in yaml.safe_load(open(args.tests))["tests"]:
+            for a in t.get("alert_rule_test") or []:
+                if a.get("exp_alerts"):
+                    tested.add(a["alertname"])
+        problems.require(set(alerts) <= tested, f"alerts without a firing unit test: {sorted(set(alerts) - tested)}")
+    return problems.report(f"{len(alerts)} alerts with severity and annotations, each with a firing test; "
+                           f"quantiles aggregate buckets across replicas")
+
+
+# --- terraform ---------------------------------------------------------------------------------
+
+def _clean(value):
+    """python-hcl2 keeps quotes around strings and keys and adds __meta__ keys; drop both."""
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items() if not (isinstance(k, str) and k.startswith("__"))}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+REQUIRED_VARIABLES = ["project_id", "region", "zone", "cluster_name", "machine_type", "gpu_type", "gpu_count",
+                      "gpu_driver_version"]
+REQUIRED_OUTPUTS = ["get_credentials_command"]
+
+
+def cmd_terraform(args):
+    import hcl2
+
+    problems = Problems()
+    tf_dir = pathlib.Path(args.dir)
+    files = sorted(tf_dir.glob("*.tf"))
+    if not problems.require(files, f"{tf_dir}: no .tf files"):
+        return problems.report("")
+    variables, outputs, resources, blocks, texts = {}, {}, {}, {}, {}
+    for path in files:
+        text = path.read_text()
+        texts[path.name] = text
+        try:
+            parsed = _clean(hcl2.loads(text))
+        except Exception as e:  # the parser's own error types vary by version
+            problems.add(f"{path.name}: HCL parse error: {str(e).splitlines()[0][:200]}")
+            continue
+        for block in parsed.get("variable", []):
+            variables.update(block)
+        for block in parsed.get("output", []):
+            outputs.update(block)
+        for block in parsed.get("resource", []):
+            for rtype, named in block.items():
+                for rname, body in named.items():
+                    resources[f"{rtype}.{rname}"] = body
+        for key in ("terraform", "provider", "locals"):
+            blocks.setdefault(key, []).extend(parsed.get(key, []))
+    if problems.items:
+        return problems.report("")
+
+    for name in REQUIRED_VARIABLES:
+        problems.require(name in variables, f"variable {name} is missing (the codelab's names)")
+    for name in REQUIRED_OUTPUTS:
+        problems.require(name in outputs, f"output {name} is missing (the codelab's names)")
+    defaults = {n: v.get("default") for n, v in variables.items()}
+    problems.require(defaults.get("gpu_type") == "nvidia-l4", "variable gpu_type must default to nvidia-l4")
+    problems.require(defaults.get("machine_type") == "g2-standard-8", "variable machine_type must default to g2-standard-8")
+    problems.require(defaults.get("gpu_count") == 1, "variable gpu_count must default to 1")
+    gpu_count_rules = " ".join(v.get("condition", "") for v in variables.get("gpu_count", {}).get("validation", []))
+    problems.require("var.machine_type" in gpu_count_rules, "variable gpu_count needs a validation against machine_type")
+    for name in ("project_id", "zone", "machine_type", "gpu_type", "gpu_driver_version"):
+        problems.require(variables.get(name, {}).get("validation"), f"variable {name} has no validation")
+
+    # Every var./resource reference is declared (no provider schema offline, but typos show here).
+    alltext = "\n".join(texts.values())
+    for ref in sorted(set(re.findall(r"\bvar\.([a-zA-Z0-9_]+)", alltext))):
+        problems.require(ref in variables, f"var.{ref} is used but not declared")
+    declared_types = {r.split(".")[0] for r in resources}
+    for rtype, rname in sorted(set(re.findall(r"\b(google_[a-z0-9_]+)\.([a-z0-9_]+)\b", alltext))):
+        if rtype in declared_types or f"{rtype}.{rname}" in resources:
+            problems.require(f"{rtype}.{rname}" in resources, f"{rtype}.{rname} is referenced but not declared")
+
+    def find(rtype):
+        return [body for key, body in resources.items() if key.startswith(rtype + ".")]
+
+    clusters = find("google_container_cluster")
+    if problems.require(len(clusters) == 1, "expected one google_container_cluster"):
+        cl = clusters[0]
+        problems.require(dig(cl, "workload_identity_config", 0, "workload_pool"), "cluster: Workload Identity is off")
+        mon = dig(cl, "monitoring_config", 0) or {}
+        problems.require(dig(mon, "managed_prometheus", 0, "enabled") is True, "cluster: Managed Prometheus is off")
+        problems.require("DCGM" in (mon.get("enable_components") or []), "cluster: DCGM metrics are off")
+        problems.require(cl.get("datapath_provider") == "ADVANCED_DATAPATH",
+                         "cluster: Dataplane V2 (ADVANCED_DATAPATH) is off: NetworkPolicies would not be enforced")
+    pools = find("google_container_node_pool")
+    gpu_pools = [p for p in pools if dig(p, "node_config", 0, "guest_accelerator")]
+    cpu_pools = [p for p in pools if not dig(p, "node_config", 0, "guest_accelerator")]
+    problems.require(cpu_pools, "no CPU node pool (system and monitoring pods)")
+    if problems.require(len(gpu_pools) == 1, "expected one GPU node pool"):
+        nc = dig(gpu_pools[0], "node_config", 0)
+        acc = dig(nc, "guest_accelerator", 0)
+        problems.require(nc.get("machine_type") == "${var.machine_type}", "GPU pool: machine_type is not var.machine_type")
+        problems.require(acc.get("type") == "${var.gpu_type}" and acc.get("count") == "${var.gpu_count}",
+                         "GPU pool: guest_accelerator must use var.gpu_type and var.gpu_count")
+        driver = dig(acc, "gpu_driver_installation_config", 0, "gpu_driver_version")
+        problems.require(driver, "GPU pool: gpu_driver_installation_config.gpu_driver_version is not set")
+        problems.require(dig(nc, "workload_metadata_config", 0, "mode") == "GKE_METADATA",
+                         "GPU pool: workload_metadata_config mode must be GKE_METADATA")
+    problems.require(find("google_artifact_registry_repository"), "no Artifact Registry repository")
+
+    # The node driver must run the image's CUDA: CUDA 13 needs R580, which GKE installs as LATEST.
+    dockerfile = ROOT / "Dockerfile"
+    if args.dockerfile:
+        dockerfile = pathlib.Path(args.dockerfile)
+    m = re.search(r"^ARG CUDA_VERSION=(\d+)\.", dockerfile.read_text(), re.M) if dockerfile.exists() else None
+    if problems.require(m, f"{dockerfile}: no ARG CUDA_VERSION=<major>.<minor>..."):
+        cuda_major = int(m.group(1))
+        if cuda_major >= 13:
+            problems.require(defaults.get("gpu_driver_version") == "LATEST",
+                             f"the image is CUDA {cuda_major} (needs an R580 driver) but gpu_driver_version defaults to "
+                             f"{defaults.get('gpu_driver_version')!r}, not LATEST")
+
+    return problems.report(f"{len(files)} files parse; {len(variables)} variables (codelab's {len(REQUIRED_VARIABLES)} "
+                           f"present, validated), {len(outputs)} outputs, {len(resources)} resources, references declared, "
+                           f"driver {defaults.get('gpu_driver_version')} for the image's CUDA")
+
+
+# --- metric names ------------------------------------------------------------------------------
+
+PROMQL_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
+                   "offset", "bool", "inf", "nan", "atan2", "start", "end"}
+
+
+def promql_metric_names(expr):
+    s = re.sub(r'"(?:\\.|[^"\\])*"', '""', expr)
+    s = re.sub(r"'(?:\\.|[^'\\])*'", "''", s)
+    s = re.sub(r"`[^`]*`", "", s)
+    s = re.sub(r"\{[^}]*\}", " ", s)
+    s = re.sub(r"\[[^\]]*\]", " ", s)
+    s = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)
+    s = re.sub(r"\boffset\s+-?\S+", " ", s)
+    s = re.sub(r"\$\{[^}]*\}|\$[A-Za-z_]\w*", " ", s)
+    s = re.sub(r"(?<![A-Za-z0-9_:])[0-9][0-9.]*(?:[eE][+-]?[0-9]+)?", " ", s)
+    names = set()
+    for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", s):
+        if re.match(r"\s*\(", s[m.end():]) or m.group(0) in PROMQL_KEYWORDS:
+            continue
+        names.add(m.group(0))
+    return names
+
+
+def dashboard_queries(dash):
+    """(where, expr) for every panel target and query variable of a Grafana dashboard."""
+    out = []
+
+    def panels(items):
+        for p in items:
+            yield p
+            yield from panels(p.get("panels") or [])
+
+    for p in panels(dash.get("panels") or []):
+        for t in p.get("targets") or []:
+            if t.get("expr"):
+                out.append((f'panel "{p.get("title")}" {t.get("refId")}', t["expr"]))
+    for v in dig(dash, "templating", "list", default=[]):
+        if v.get("type") != "query":
+            continue
+        q = v.get("query")
+        q = q.get("query") if isinstance(q, dict) else q
+        if not q:
+            continue
+        m = re.fullmatch(r"\s*label_values\(\s*(.+?)\s*,\s*[A-Za-z_]\w*\s*\)\s*", q)
+        out.append((f'variable "{v.get("name")}"', m.group(1) if m else q))
+    return out
+
+
+def read_list(path):
+    return [line.split() for line in open(path) if line.strip() and not line.lstrip().startswith("#")]
+
+
+def expected_names(path):
+    names = set()
+    for name, mtype in read_list(path):
+        names.add(name)
+        if mtype == "histogram":
+            names.update({name + "_bucket", name + "_sum", name + "_count"})
+        elif mtype == "summary":
+            names.update({name + "_sum", name + "_count"})
+    return names
+
+
+def cmd_metric_names(args):
+    problems = Problems()
+    known = expected_names(args.expected)
+    external = {row[0] for row in read_list(args.external)} if args.external else set()
+    recorded, uses = set(), []
+    for path in args.rules or []:
+        for g in yaml.safe_load(open(path))["groups"]:
+            for r in g["rules"]:
+                if "record" in r:
+                    recorded.add(r["record"])
+                uses.append((f'{pathlib.Path(path).name}: {r.get("record") or r.get("alert")}', r["expr"]))
+    for path in args.dashboard or []:
+        try:
+            dash = json.load(open(path))
+        except json.JSONDecodeError as e:
+            problems.add(f"{path}: not JSON: {e}")
+            continue
+        uses += [(f"{pathlib.Path(path).name}: {w}", e) for w, e in dashboard_queries(dash)]
+    used = set()
+    for where, expr in uses:
+        for name in sorted(promql_metric_names(expr)):
+            used.add(name)
+            problems.require(name in known or name in recorded or name in external,
+                             f"{where}: metric {name} is not in {pathlib.Path(args.expected).name}, not recorded by a rule, "
+                             f"and not external")
+    attn_used = sorted(n for n in used if n in known)
+    return problems.report(f"{len(uses)} queries name {len(used)} metrics: {len(attn_used)} attn-server series, "
+                           f"{len(used & recorded)} recorded, {len(used & external)} external; all known")
+
+
+# --- dashboard ---------------------------------------------------------------------------------
+
+def cmd_dashboard(args):
+    problems = Problems()
+    try:
+        dash = json.load(open(args.file))
+    except json.JSONDecodeError as e:
+        problems.add(f"{args.file}: not JSON: {e}")
+        return problems.report("")
+    for key in ("title", "uid", "schemaVersion", "panels"):
+        problems.require(key in dash, f"dashboard has no {key}")
+    problems.require(dash.get("id") is None, "dashboard id must be absent or null (provisioning assigns it)")
+    ds_vars = [v for v in dig(dash, "templating", "list", default=[]) if v.get("type") == "datasource"]
+    problems.require(ds_vars and ds_vars[0].get("query") == "prometheus",
+                     "needs a Prometheus data source variable (works with GMP or any Prometheus)")
+    ds_ref = "${%s}" % ds_vars[0]["name"] if ds_vars else None
+    ids, cells, panels = set(), {}, 0
+    for p in dash.get("panels") or []:
+        title = p.get("title")
+        if not problems.require(p.get("id") not in ids, f'panel "{title}": duplicate id {p.get("id")}'):
+            continue
+        ids.add(p.get("id"))
+        g = p.get("gridPos") or {}
+        if not problems.require(all(k in g for k in "hwxy") and g["x"] + g["w"] <= 24,
+                                f'panel "{title}": gridPos must have h, w, x, y within 24 columns'):
+            continue
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                if (x, y) in cells:
+                    problems.add(f'panel "{title}" overlaps panel "{cells[(x, y)]}"')
+                else:
+                    cells[(x, y)] = title
+        if p.get("type") == "row":
+            continue
+        panels += 1
+        problems.require(dig(p, "datasource", "uid") == ds_ref, f'panel "{title}": data source must be {ds_ref}')
+        targets = p.get("targets") or []
+        problems.require(targets, f'panel "{title}": no queries')
+        refs = [t.get("refId") for t in targets]
+        problems.require(len(refs) == len(set(refs)), f'panel "{title}": duplicate refIds')
+        for t in targets:
+            problems.require(t.get("expr"), f'panel "{title}" {t.get("refId")}: empty query')
+            for q in quantile_problems(t.get("expr", ""), f'panel "{title}" {t.get("refId")}'):
+                problems.add(q)
+            opened = t.get("expr", "").count("(") - t.get("expr", "").count(")")
+            problems.require(opened == 0, f'panel "{title}" {t.get("refId")}: unbalanced parentheses')
+    # Deduplicate overlap messages (one per pair is enough).
+    problems.items = list(dict.fromkeys(problems.items))
+    return problems.report(f"{panels} panels, unique ids, no overlaps, data source {ds_ref}, "
+                           f"quantiles over buckets summed across replicas")
+
+
+# --- scrape ------------------------------------------------------------------------------------
+
+def cmd_scrape(args):
+    problems = Problems()
+    types, samples = {}, set()
+    for line in open(args.file):
+        if line.startswith("# TYPE "):
+            parts = line.split()
+            if len(parts) >= 4:
+                types[parts[2]] = parts[3]
+        elif line.strip() and not line.startswith("#"):
+            samples.add(re.match(r"[A-Za-z_:][A-Za-z0-9_:]*", line).group(0))
+    expected = read_list(args.expected)
+    for name, mtype in expected:
+        family = name
+        if mtype == "counter" and name not in types and name.endswith("_total"):
+            family = name[: -len("_total")]  # the text format may name the counter family without _total
+        if not problems.require(family in types, f"{name}: no `# TYPE` line in the scrape"):
+            continue
+        problems.require(types[family] == mtype, f"{name}: scraped as {types[family]}, expected {mtype}")
+        wanted = {name + "_bucket", name + "_count", name + "_sum"} if mtype == "histogram" else {name}
+        if args.require_samples:
+            problems.require(wanted <= samples, f"{name}: no samples for {sorted(wanted - samples)}")
+    extra = sorted(n for n in types if n.startswith("attn_") and n not in {e[0] for e in expected}
+                   and n + "_total" not in {e[0] for e in expected})
+    summary = f"{len(expected)} expected families present in {pathlib.Path(args.file).name} with their types"
+    if extra:
+        summary += f"; not used by the dashboard or rules: {', '.join(extra)}"
+    return problems.report(summary)
+
+
+# --- server flags ------------------------------------------------------------------------------
+
+def cmd_server_flags(args):
+    problems = Problems()
+    flags = parse_flagfile(open(args.flagfile).read())
+    run = subprocess.run([args.binary, "--helpfull"], capture_output=True, text=True, timeout=60)
+    known = set(re.findall(r"^\s+--([a-z0-9_]+)", run.stdout + run.stderr, re.M))
+    if not problems.require(known, f"{args.binary} --helpfull listed no flags"):
+        return problems.report("")
+    for name in flags:
+        problems.require(name in known, f"{args.flagfile}: --{name} is not a flag of {pathlib.Path(args.binary).name}")
+    return problems.report(f"{len(flags)} flags of {pathlib.Path(args.flagfile).name} known to {pathlib.Path(args.binary).name}")
+
+
+# --- dockerfile --------------------------------------------------------------------------------
+
+def cmd_dockerfile(args):
+    problems = Problems()
+    path = pathlib.Path(args.file)
+    lines, buf = [], ""
+    for raw in path.read_text().splitlines():
+        if raw.lstrip().startswith("#") and not buf:
+            continue
+        buf += raw.rstrip("\\").strip() + " " if raw.rstrip().endswith("\\") else raw.strip()
+        if not raw.rstrip().endswith("\\"):
+            if buf.strip():
+                lines.append(buf.strip())
+            buf = ""
+    stages = []
+    for line in lines:
+        word, _, rest = line.partition(" ")
+        if word.upper() == "FROM":
+            stages.append({"from": rest.split()[0], "lines": []})
+        elif stages:
+            stages[-1]["lines"].append((word.upper(), rest))
+    if not problems.require(len(stages) >= 2, f"{path.name}: needs a build stage and a runtime stage"):
+        return problems.report("")
+    problems.require("cudnn-devel" in stages[0]["from"], f"{path.name}: the first stage must be a CUDA + cuDNN devel image")
+    problems.require("cudnn-runtime" in stages[-1]["from"], f"{path.name}: the final stage must be a CUDA + cuDNN runtime image")
+    text = "\n".join(line for line in lines)
+    problems.require(re.search(r"^COPY .*scripts/apt-packages\.txt", text, re.M) and
+                     re.search(r"^RUN .*scripts/deps\.sh", text, re.M),
+                     f"{path.name}: the build must install scripts/apt-packages.txt through scripts/deps.sh")
+    problems.require(not re.search(r"apt-get install", text),
+                     f"{path.name}: installs packages by name; use scripts/apt-packages.txt so the lists cannot drift")
+    final = stages[-1]["lines"]
+    users = [rest for word, rest in final if word == "USER"]
+    problems.require(users and re.fullmatch(r"[1-9][0-9]*(:[0-9]+)?", users[-1].strip()),
+                     f"{path.name}: the final stage must end as a numeric non-root USER (runAsNonRoot checks it)")
+    copies = [rest for word, rest in final if word == "COPY"]
+    problems.require(copies and all(c.startswith("--from=") for c in copies),
+                     f"{path.name}: the final stage copies only from earlier stages (binaries and libraries)")
+    problems.require(any("attn-server" in rest for word, rest in final if word == "ENTRYPOINT"),
+                     f"{path.name}: ENTRYPOINT must be attn-server")
+    build = "\n".join(rest for _, rest in stages[0]["lines"])
+    for binary in ("attn-server", "attn-client"):
+        problems.require(binary in build, f"{path.name}: the build stage does not build {binary}")
+    problems.require("CMAKE_CUDA_ARCHITECTURES=89" in build, f"{path.name}: build for the L4 (CMAKE_CUDA_ARCHITECTURES=89)")
+    if args.flags:
+        flags = parse_flagfile(open(args.flags).read())
+        exposed = {int(p.split("/")[0]) for word, rest in final if word == "EXPOSE" for p in rest.split()}
+        want = {port_of(flags.get("listen_address", ":50051")), port_of(flags.get("metrics_address", ":9464"))}
+        problems.require(want <= exposed, f"{path.name}: EXPOSE {sorted(exposed)} lacks the flag file's ports {sorted(want)}")
+    ignore = path.with_name(".dockerignore")
+    if problems.require(ignore.exists(), ".dockerignore is missing"):
+        entries = {line.strip() for line in ignore.read_text().splitlines()}
+        for entry in (".git", ".deps", "build*"):
+            problems.require(entry in entries, f".dockerignore should exclude {entry}")
+    return problems.report(f"{len(stages)} stages ({stages[0]['from']} -> {stages[-1]['from']}), packages from "
+                           f"scripts/apt-packages.txt, USER {users[-1] if users else '?'}, the two binaries only")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("k8s-schema")
+    p.add_argument("render")
+    p.add_argument("--kube-versions", default="1.33.0,1.37.0")
+    p.set_defaults(fn=cmd_k8s_schema)
+    p = sub.add_parser("policy")
+    p.add_argument("render")
+    p.add_argument("--rules", default=str(CANONICAL_RULES))
+    p.set_defaults(fn=cmd_policy)
+    p = sub.add_parser("rules-sync")
+    p.add_argument("--canonical", default=str(CANONICAL_RULES))
+    p.add_argument("--write", action="store_true")
+    p.add_argument("objects", nargs="*")
+    p.set_defaults(fn=cmd_rules_sync)
+    p = sub.add_parser("rules-policy")
+    p.add_argument("rules")
+    p.add_argument("--tests")
+    p.set_defaults(fn=cmd_rules_policy)
+    p = sub.add_parser("terraform")
+    p.add_argument("dir")
+    p.add_argument("--dockerfile")
+    p.set_defaults(fn=cmd_terraform)
+    p = sub.add_parser("metric-names")
+    p.add_argument("--expected", default=str(HERE / "expected_metrics.txt"))
+    p.add_argument("--external", default=str(HERE / "external_metrics.txt"))
+    p.add_argument("--rules", nargs="*")
+    p.add_argument("--dashboard", nargs="*")
+    p.set_defaults(fn=cmd_metric_names)
+    p = sub.add_parser("dashboard")
+    p.add_argument("file")
+    p.set_defaults(fn=cmd_dashboard)
+    p = sub.add_parser("scrape")
+    p.add_argument("file")
+    p.add_argument("--expected", default=str(HERE / "expected_metrics.txt"))
+    p.add_argument("--require-samples", action="store_true",
+                   help="also require samples (labelled families have none before their first use)")
+    p.set_defaults(fn=cmd_scrape)
+    p = sub.add_parser("server-flags")
+    p.add_argument("flagfile")
+    p.add_argument("binary")
+    p.set_defaults(fn=cmd_server_flags)
+    p = sub.add_parser("dockerfile")
+    p.add_argument("file")
+    p.add_argument("--flags")
+    p.set_defaults(fn=cmd_dockerfile)
+    args = ap.parse_args()
+    sys.exit(args.fn(args))
+
+
+if __name__ == "__main__":
+    main()
