@@ -1,12 +1,13 @@
 # attn-server and attn-client for GKE L4 nodes.
 #
 #   docker build -t attn-server .            (or Cloud Build: deploy/cloudbuild.yaml)
+#   docker build --build-arg ATTN_TARGETS=attn-server -t attn-server .   (the server alone)
 #
 # CUDA and the node driver: the image is CUDA 13.0 with cuDNN 9, the toolkit attn is developed and
 # tested with. CUDA 13.0 needs an NVIDIA R580 driver (580.65 or newer) on the node; GKE's DEFAULT
-# driver is older on many GKE versions (R535/R570 in 2026), its LATEST driver is R580+. So
+# driver was still R535 on current GKE versions in 2026, its LATEST driver R580 or newer. So
 # terraform/ creates the L4 pool with gpu_driver_version = "LATEST" (variables.tf). On an older
-# driver attn-server does not crash: its start-up check logs the two versions and it stays
+# driver attn-server does not crash: its start-up check logs why the GPU is unusable and it stays
 # NOT_SERVING, so the pod never becomes Ready (README, "Deploying on GKE").
 #
 # Three stages: build (CUDA + cuDNN devel; the Debian/Ubuntu package list scripts/apt-packages.txt
@@ -28,17 +29,21 @@ RUN scripts/deps.sh && rm -rf /var/lib/apt/lists/*
 
 COPY . .
 # sm_89 only (L4). Warnings are errors in CI on Debian's g++ 12; this image's newer g++ may warn
-# about things CI does not, which should not stop a release build.
-RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=89 \
+# about things CI does not, which should not stop a release build. Parallel jobs: one per 2 GiB
+# of memory at most (nvcc on the cuDNN sources is hungry), at most one per core.
+ARG ATTN_TARGETS="attn-server attn-client"
+RUN jobs=$(awk '/MemTotal/ { print int($2 / 2097152) }' /proc/meminfo); \
+    [ "$jobs" -ge 1 ] || jobs=1; [ "$jobs" -le "$(nproc)" ] || jobs=$(nproc); \
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=89 \
       -DATTN_ENABLE_CUDA=ON -DATTN_ENABLE_CUDNN=ON -DATTN_BUILD_TESTS=OFF -DATTN_WERROR=OFF \
- && cmake --build build --target attn-server attn-client
+ && cmake --build build --parallel "$jobs" --target ${ATTN_TARGETS}
 
 # Candidate libraries: everything the binaries link, except glibc, the C++ runtime and the CUDA,
 # cuBLAS and cuDNN libraries, which the runtime image has (and the driver's libcuda, which the
 # node mounts in).
 RUN mkdir -p /out/bin /out/candidates \
- && cp build/server/attn-server build/client/attn-client /out/bin/ \
- && ldd /out/bin/attn-server /out/bin/attn-client \
+ && for t in ${ATTN_TARGETS}; do cp "$(find build -name "$t" -type f -perm -u+x | head -1)" /out/bin/; done \
+ && ldd /out/bin/* \
     | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u \
     | grep -vE '/(ld-linux[^/]*|libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+)\.so' \
     | grep -vE '/lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nvrtc[a-z-]*|nvJitLink)\.so' \

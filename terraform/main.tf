@@ -9,6 +9,7 @@ locals {
     "cloudbuild.googleapis.com",
     "compute.googleapis.com",
     "container.googleapis.com",
+    "containerfilesystem.googleapis.com", # image streaming (gcfs_config on the L4 pool)
     "iam.googleapis.com",
     "logging.googleapis.com",
     "monitoring.googleapis.com",
@@ -176,6 +177,12 @@ resource "google_container_node_pool" "cpu" {
       enable_integrity_monitoring = true
     }
   }
+
+  # Nodes that start before their account may pull the image only retry until IAM catches up.
+  depends_on = [
+    google_project_iam_member.nodes_default,
+    google_artifact_registry_repository_iam_member.nodes_pull,
+  ]
 }
 
 resource "google_container_node_pool" "gpu" {
@@ -239,4 +246,10 @@ resource "google_container_node_pool" "gpu" {
       enable_integrity_monitoring = true
     }
   }
+
+  # Nodes that start before their account may pull the image only retry until IAM catches up.
+  depends_on = [
+    google_project_iam_member.nodes_default,
+    google_artifact_registry_repository_iam_member.nodes_pull,
+  ]
 }

@@ -101,8 +101,8 @@ variable "gpu_node_count" {
 variable "gpu_driver_version" {
   description = "NVIDIA driver GKE installs on the GPU nodes: LATEST (R580 or newer on current GKE versions) or DEFAULT"
   type        = string
-  # The image is CUDA 13.0 (Dockerfile), which needs an R580 driver. GKE's DEFAULT driver is older
-  # on many GKE versions (R535/R570), LATEST installs R580+; see the README's CUDA/driver note.
+  # The image is CUDA 13.0 (Dockerfile), which needs an R580 driver. GKE's DEFAULT driver was still
+  # R535 on current GKE versions in 2026, LATEST installs R580 or newer; see the README's CUDA note.
   default = "LATEST"
 
   validation {
