@@ -22,7 +22,7 @@
 # The checks are also run on the deliberately broken copies in tests/deploy/broken/ (and a few
 # made at run time from the real files), each of which must be rejected for its reason.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 started=$SECONDS
 
