@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "attn/attention.h"
+#include "attn/bench.h"
 #include "attn/registry.h"
 #include "server/log.h"
 
@@ -37,17 +38,10 @@ void WarmUp(DeviceContext& context) {
     const auto p = AttentionProblem::SelfAttention(1, 16, 1, 64, dtype);
     for (const auto& v : BackendRegistry::Default().Verdicts(p, context.info())) {
       if (!v.support.ok()) continue;
-      const int64_t bytes = QueryElements(p) * DTypeSize(dtype);
-      std::vector<ArenaBlock> blocks;
-      for (int i = 0; i < 4; ++i) {
-        auto b = context.arena().Allocate(bytes);
-        if (!b.ok()) return;
-        if (i < 3) (void)FillNormal(context, b->data(), bytes / DTypeSize(dtype), dtype, i);
-        blocks.push_back(*std::move(b));
-      }
-      const auto t = PackedTensors(p, context.memory(), blocks[0].data(), blocks[1].data(),
-                                   blocks[2].data(), blocks[3].data());
-      absl::Status s = RunAttention(*v.backend, p, t, context);
+      auto buffers = AllocatePacked(p, context);
+      if (!buffers.ok()) return;
+      absl::Status s = FillInputs(context, p, buffers->tensors, 0);
+      if (s.ok()) s = RunAttention(*v.backend, p, buffers->tensors, context);
       if (s.ok()) s = context.Synchronize();
       if (!s.ok()) {
         Log(spdlog::level::warn, "warm-up failed",

@@ -438,7 +438,7 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
   const Clock::time_point deadline = Deadline(context, call->accepted);
   Task task;
   task.client = call->client;
-  task.run = [this, context, request, response, call, finish, p, e, qb, kvb, deadline, device,
+  task.run = [this, context, request, response, call, finish, p, qb, kvb, deadline, device,
               b = *backend](DeviceContext& dc, Clock::time_point queued) {
     call->queue_s = Seconds(Clock::now() - queued);
     metrics_.QueueWait(device->index(), call->queue_s);
@@ -458,34 +458,26 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
           "%d free; use a smaller problem, another backend, or a larger --arena_mib",
           need, device->index(), 2 * qb + 2 * kvb, b->name(), *workspace, free)));
     }
-    void* data[4];
-    std::vector<ArenaBlock> blocks;
-    for (int i = 0; i < 4; ++i) {
-      auto block = dc.arena().Allocate(i == 0 || i == 3 ? qb : kvb);
-      if (!block.ok()) return finish(block.status());
-      data[i] = block->data();
-      blocks.push_back(*std::move(block));
-    }
+    auto buffers = AllocatePacked(p, dc);
+    if (!buffers.ok()) return finish(buffers.status());
+    const AttentionTensors& t = buffers->tensors;
     absl::Status s;
     if (request->inputs_case() == v1::AttendRequest::kTensors) {
       const std::string* src[3] = {&request->tensors().q(), &request->tensors().k(),
                                    &request->tensors().v()};
-      for (int i = 0; i < 3 && s.ok(); ++i) s = dc.CopyToDevice(data[i], src[i]->data(), src[i]->size());
+      void* dst[3] = {t.q.data, t.k.data, t.v.data};
+      for (int i = 0; i < 3 && s.ok(); ++i) s = dc.CopyToDevice(dst[i], src[i]->data(), src[i]->size());
     } else {
-      const uint64_t seed = request->generated().seed();
-      for (int i = 0; i < 3 && s.ok(); ++i) {
-        s = FillNormal(dc, data[i], (i == 0 ? qb : kvb) / e, p.dtype, seed + i);
-      }
+      s = FillInputs(dc, p, t, request->generated().seed());
     }
     if (!s.ok()) return finish(s);
-    const AttentionTensors t = PackedTensors(p, dc.memory(), data[0], data[1], data[2], data[3]);
     auto ms = TimeOnDevice(dc, [&] { return RunAttention(*b, p, t, dc); }, 0, 1);
     if (!ms.ok()) return finish(ms.status());
     call->device_s = ms->front() / 1e3;
     metrics_.DeviceTime(b->name(), std::string(DTypeName(p.dtype)), p.causal, call->device_s);
     if (!request->omit_output()) {
       response->mutable_output()->resize(static_cast<size_t>(qb));
-      if (s = dc.CopyToHost(response->mutable_output()->data(), data[3], qb); !s.ok()) return finish(s);
+      if (s = dc.CopyToHost(response->mutable_output()->data(), t.out.data, qb); !s.ok()) return finish(s);
     }
     response->set_backend(b->name());
     response->set_device(device->index());

@@ -226,25 +226,12 @@ int main(int argc, char** argv) {
   attn::RunOptions run_options;
   run_options.autotune = absl::GetFlag(FLAGS_autotune);
   for (const auto& p : problems) {
-    const int64_t elem = attn::DTypeSize(p.dtype);
-    const int64_t q_bytes = attn::QueryElements(p) * elem;
-    const int64_t kv_bytes = attn::KeyValueElements(p) * elem;
-    auto q = context.arena().Allocate(q_bytes);
-    auto k = context.arena().Allocate(kv_bytes);
-    auto v = context.arena().Allocate(kv_bytes);
-    auto out = context.arena().Allocate(q_bytes);
-    for (auto* block : {&q, &k, &v, &out}) {
-      if (!block->ok()) return Fail(block->status());
+    auto buffers = attn::AllocatePacked(p, context);
+    if (!buffers.ok()) return Fail(buffers.status());
+    const attn::AttentionTensors& tensors = buffers->tensors;
+    if (auto s = attn::FillInputs(context, p, tensors, absl::GetFlag(FLAGS_seed)); !s.ok()) {
+      return Fail(s);
     }
-    uint64_t seed = absl::GetFlag(FLAGS_seed);
-    for (auto* block : {&q, &k, &v}) {
-      if (auto s = attn::FillNormal(context, (*block)->data(), (*block)->size() / elem, p.dtype, seed++);
-          !s.ok()) {
-        return Fail(s);
-      }
-    }
-    const attn::AttentionTensors tensors = attn::PackedTensors(
-        p, context.memory(), q->data(), k->data(), v->data(), out->data());
     for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_backend), ',')) {
       auto backend = registry.Resolve(name, p, context.info());
       if (!backend.ok()) {

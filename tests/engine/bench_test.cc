@@ -292,20 +292,11 @@ TEST(RunBenchmarkGpu, MedianAgreesWithAPlainEventTimedLoop) {
   if (auto s = cudnn->CheckSupport(p, gpu.info()); !s.ok()) GTEST_SKIP() << s.message();
   BenchOptions options;  // the defaults: 10 warm-ups, 50 repeats
   const std::vector<BenchCase> cases = {{"t", p, "cudnn"}};
-  const int64_t qb = QueryElements(p) * 2, kvb = KeyValueElements(p) * 2;
-  std::vector<ArenaBlock> blocks;
-  void* data[4];
-  for (int i = 0; i < 4; ++i) {
-    auto block = gpu.arena().Allocate(i == 0 || i == 3 ? qb : kvb);
-    ASSERT_TRUE(block.ok()) << block.status();
-    data[i] = block->data();
-    // The runner's first case reads seeds seed + 0, 1, 2: the same inputs.
-    if (i < 3) {
-      ASSERT_TRUE(FillNormal(gpu, data[i], block->size() / 2, p.dtype, options.seed + i).ok());
-    }
-    blocks.push_back(*std::move(block));
-  }
-  const AttentionTensors t = PackedTensors(p, gpu.memory(), data[0], data[1], data[2], data[3]);
+  auto buffers = AllocatePacked(p, gpu);
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  const AttentionTensors& t = buffers->tensors;
+  // The runner's first case reads seeds seed + 0, 1, 2: the same inputs.
+  ASSERT_TRUE(FillInputs(gpu, p, t, options.seed).ok());
   const auto call = [&] { return RunAttention(*cudnn, p, t, gpu); };
   constexpr int kCalls = 50;
   std::vector<double> runner, plain;

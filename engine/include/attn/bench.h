@@ -13,6 +13,7 @@
 #include "attn/backend.h"
 #include "attn/device.h"
 #include "attn/problem.h"
+#include "attn/tensor.h"
 
 namespace attn {
 
@@ -90,6 +91,19 @@ struct BenchResult {
 // on the host and the device. A kernel on the context's stream for a GPU context.
 absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType dtype,
                         uint64_t seed);
+
+// One call's four packed BTNH buffers (PackedTensors of `p`) taken from `context`'s arena; the
+// blocks go back to the arena when this is destroyed. `out` is left as it is.
+struct PackedBuffers {
+  std::vector<ArenaBlock> blocks;
+  AttentionTensors tensors;
+};
+absl::StatusOr<PackedBuffers> AllocatePacked(const AttentionProblem& p, DeviceContext& context);
+
+// Fills q, k and v of `t` with FillNormal from seeds seed, seed + 1 and seed + 2: the runner's
+// inputs for one input set, and what AttendRequest.generated documents.
+absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
+                        const AttentionTensors& t, uint64_t seed);
 
 // InvalidArgument naming the field: warmup in [0, 10000], repeats in [1, 100000],
 // case_budget_s in (0, 3600], graph_calls in [1, 1000], rotate_inputs in [1, 64].

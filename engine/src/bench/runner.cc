@@ -59,21 +59,16 @@ absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed
   if (naive == nullptr) return absl::FailedPreconditionError("the naive backend is not built in");
   AttentionProblem ref = p;
   ref.dtype = DType::kFloat32;
-  std::vector<ArenaBlock> blocks;
-  void* data[4];
-  for (int i = 0; i < 4; ++i) {
-    const int64_t count = i == 0 || i == 3 ? QueryElements(p) : KeyValueElements(p);
-    auto block = context.arena().Allocate(count * 4);
-    if (!block.ok()) return block.status();
-    data[i] = block->data();
-    blocks.push_back(*std::move(block));
-    if (i < 3) {
-      auto s = FillNormalOnStream(context.stream(), data[i], count, DType::kFloat32,
-                                  InputSeed(case_seed, 0, i), p.dtype);
-      if (!s.ok()) return s;
-    }
+  auto buffers = AllocatePacked(ref, context);
+  if (!buffers.ok()) return buffers.status();
+  const AttentionTensors& full = buffers->tensors;
+  const TensorView* inputs[3] = {&full.q, &full.k, &full.v};
+  for (int i = 0; i < 3; ++i) {
+    const TensorView& t = *inputs[i];
+    auto s = FillNormalOnStream(context.stream(), t.data, t.capacity_bytes / 4, DType::kFloat32,
+                                InputSeed(case_seed, 0, i), p.dtype);
+    if (!s.ok()) return s;
   }
-  const AttentionTensors full = PackedTensors(ref, context.memory(), data[0], data[1], data[2], data[3]);
   const int64_t group = p.num_heads / p.num_kv_heads;
   // The most kv heads per call whose workspace fits the arena's largest free block.
   AttentionProblem sub = ref;
@@ -110,7 +105,7 @@ absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed
     }
   }
   want.resize(static_cast<size_t>(QueryElements(p)));
-  return context.CopyToHost(want.data(), data[3], QueryElements(p) * 4);
+  return context.CopyToHost(want.data(), full.out.data, QueryElements(p) * 4);
 }
 
 // The codelab's causal-effect row: the same backend without the mask on the same inputs, and
@@ -214,31 +209,21 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   }
   r.workspace_bytes = *workspace;
 
-  const int64_t e = DTypeSize(p.dtype);
-  const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
   const int64_t in_use_before = context.arena().bytes_in_use();
   // Set 0 is the one the numerics check reads; further sets (rotate_inputs) have their own seeds
   // and are cycled through call by call, so small problems are not timed out of a warm L2.
   const int sets = std::max(1, options.rotate_inputs);
-  std::vector<ArenaBlock> blocks;
+  std::vector<PackedBuffers> buffers;
   std::vector<AttentionTensors> tensors;
   for (int set = 0; set < sets; ++set) {
-    void* data[4];
-    for (int i = 0; i < 4; ++i) {
-      auto block = context.arena().Allocate(i == 0 || i == 3 ? qb : kvb);
-      if (!block.ok()) {
-        r.status = block.status();
-        return;
-      }
-      data[i] = block->data();
-      blocks.push_back(*std::move(block));
-      if (i < 3) {
-        r.status = FillNormal(context, data[i], (i == 0 ? qb : kvb) / e, p.dtype,
-                              InputSeed(seed, set, i));
-        if (!r.status.ok()) return;
-      }
+    auto b = AllocatePacked(p, context);
+    if (!b.ok()) {
+      r.status = b.status();
+      return;
     }
-    tensors.push_back(PackedTensors(p, context.memory(), data[0], data[1], data[2], data[3]));
+    if (r.status = FillInputs(context, p, b->tensors, InputSeed(seed, set, 0)); !r.status.ok()) return;
+    tensors.push_back(b->tensors);
+    buffers.push_back(*std::move(b));
   }
   // The case's own footprint: what it holds now plus the workspace each call takes.
   r.peak_arena_bytes = context.arena().bytes_in_use() - in_use_before + r.workspace_bytes;
@@ -314,6 +299,30 @@ absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType 
   }
   for (int64_t i = 0; i < count; ++i) {
     StoreFromDouble(dst, dtype, i, NormalAt(seed, static_cast<uint64_t>(i)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PackedBuffers> AllocatePacked(const AttentionProblem& p, DeviceContext& context) {
+  const int64_t e = DTypeSize(p.dtype);
+  const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
+  PackedBuffers out;
+  for (int64_t bytes : {qb, kvb, kvb, qb}) {
+    auto block = context.arena().Allocate(bytes);
+    if (!block.ok()) return block.status();
+    out.blocks.push_back(*std::move(block));
+  }
+  out.tensors = PackedTensors(p, context.memory(), out.blocks[0].data(), out.blocks[1].data(),
+                              out.blocks[2].data(), out.blocks[3].data());
+  return out;
+}
+
+absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
+                        const AttentionTensors& t, uint64_t seed) {
+  const TensorView* inputs[3] = {&t.q, &t.k, &t.v};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t count = inputs[i]->capacity_bytes / DTypeSize(p.dtype);
+    if (auto s = FillNormal(context, inputs[i]->data, count, p.dtype, seed + i); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
