@@ -1,7 +1,9 @@
 // attn-server: serves attention and attention benchmark jobs on this node's GPUs over gRPC
 // (attention.v1.AttentionService, with grpc.health.v1 and reflection), and Prometheus metrics
-// over HTTP. SIGTERM or SIGINT drains: health goes NOT_SERVING, new requests are refused,
-// accepted ones finish within --shutdown_grace_s, and the process exits 0.
+// over HTTP. SIGTERM or SIGINT drains: readiness (health service attention.v1.AttentionService)
+// goes NOT_SERVING, new requests are refused, accepted ones finish within --shutdown_grace_s, and
+// the process exits 0. Liveness (health service "") stays SERVING while the process runs, also
+// when the GPU is unusable, so Kubernetes does not restart a pod that needs another node.
 #include <signal.h>
 
 #include <cstdio>

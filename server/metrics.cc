@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "attn/registry.h"
 #include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
 #include "server/scheduler.h"
@@ -96,6 +97,13 @@ Metrics::Metrics(const std::vector<DeviceWorkers*>& devices, const std::string& 
                 .Name("attn_benchmark_cases_total")
                 .Help("Benchmark cases finished, by backend and result status.")
                 .Register(*registry_);
+  // Every backend with the statuses a case ends with, at 0 from start-up, so that rates and
+  // dashboards see the series before the first benchmark (and the first one counts as +1).
+  for (const auto& backend : BackendRegistry::Default().backends()) {
+    for (const char* status : kBenchmarkCaseStatuses) {
+      cases_->Add({{"backend", backend->name()}, {"status", status}});
+    }
+  }
   auto& build = prometheus::BuildGauge()
                     .Name("attn_build_info")
                     .Help("Always 1; the labels describe the build.")

@@ -6,6 +6,7 @@
 //   attn_device_time_seconds{backend,dtype,causal} histogram: one Attend call on the device
 //   attn_requests_total{rpc,code}                counter
 //   attn_benchmark_cases_total{backend,status}   counter: benchmark cases by result status
+//                                                (every backend x kBenchmarkCaseStatuses from 0)
 //   attn_queue_depth{device}                     gauge: tasks waiting
 //   attn_arena_used_bytes{device}, attn_arena_capacity_bytes{device}  gauges
 //   attn_inflight_requests                       gauge: accepted and not finished
@@ -28,6 +29,12 @@
 namespace attn::server {
 
 class DeviceWorkers;
+
+// The status labels attn_benchmark_cases_total is pre-registered with, per backend: a case's
+// result (absl code name, as in CaseResult.status).
+inline constexpr const char* kBenchmarkCaseStatuses[] = {
+    "OK", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED", "CANCELLED", "INTERNAL"};
 
 class Metrics {
  public:

@@ -23,8 +23,6 @@
 namespace attn::server {
 namespace {
 
-constexpr const char* kServiceName = "attention.v1.AttentionService";
-
 std::string Hostname() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
@@ -94,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   std::vector<int> ordinals;
   bool use_cpu = options.devices == "cpu";
   if (!use_cpu) {
-    const absl::Status cuda = CudaAvailability();
+    const absl::Status cuda = options.gpu_check ? options.gpu_check() : CudaAvailability();
     if (absl::IsNotFound(cuda) && options.devices.empty()) {
       use_cpu = true;
       config.cpu_fallback = true;
@@ -185,8 +183,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 void Server::SetServing(bool serving) {
   metrics_->serving = serving;
   auto* health = grpc_->GetHealthCheckService();
-  health->SetServingStatus("", serving);
-  health->SetServingStatus(kServiceName, serving);
+  // The process is alive and answering: liveness stays SERVING (gRPC's Shutdown sets it
+  // NOT_SERVING at the very end). Only readiness says whether this replica takes work.
+  health->SetServingStatus(kLivenessService, true);
+  health->SetServingStatus(kReadinessService, serving);
 }
 
 void Server::Drain(double grace_s) {

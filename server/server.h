@@ -2,11 +2,13 @@
 // reflection, the metrics endpoint, and the drain on shutdown.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "attn/device.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/service.h"
@@ -26,7 +28,18 @@ struct ServerOptions {
   int queue_depth = 64;           // waiting requests per device
   double default_deadline_s = 60;
   RequestLimits limits;
+  // The start-up GPU check (driver present and new enough for the CUDA runtime, devices
+  // visible). NotFound: no GPU at all, so the cpu backend serves; any other error: NOT_SERVING
+  // with that reason. Tests replace it to play an unusable GPU.
+  std::function<absl::Status()> gpu_check = CudaAvailability;
 };
+
+// The grpc.health.v1 service names. kLiveness ("") is SERVING from start-up until the process
+// stops, even when the GPU is unusable, so that Kubernetes' start-up and liveness probes do not
+// restart a pod that only needs a different node; kReadiness follows serving(): NOT_SERVING
+// while the GPU is unusable and from the start of a drain, so the pod leaves the Services.
+inline constexpr const char* kLivenessService = "";
+inline constexpr const char* kReadinessService = "attention.v1.AttentionService";
 
 // InvalidArgument naming the flag for values out of range.
 absl::Status ValidateServerOptions(const ServerOptions& options);
@@ -35,8 +48,9 @@ class Server {
  public:
   // Builds the devices' contexts (arenas allocated once), warms them up, starts serving and
   // only then reports SERVING. A machine without CUDA serves on the cpu backend; a GPU that
-  // cannot be used (e.g. a driver older than the CUDA runtime) keeps the server NOT_SERVING with
-  // the reason in the log, ServerInfo and every UNAVAILABLE reply.
+  // cannot be used (e.g. a driver older than the CUDA runtime) keeps kReadinessService
+  // NOT_SERVING (kLivenessService stays SERVING) with the reason in the log, ServerInfo and
+  // every UNAVAILABLE reply.
   static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
   ~Server();
 
@@ -45,7 +59,7 @@ class Server {
   bool serving() const { return metrics_->serving; }
   Metrics& metrics() { return *metrics_; }
 
-  // Health NOT_SERVING, new requests refused, in-flight ones given up to `grace_s` to finish;
+  // Readiness NOT_SERVING, new requests refused, in-flight ones given up to `grace_s` to finish;
   // then remaining benchmark jobs are cancelled (and logged), and the server stops.
   void Drain(double grace_s);
 

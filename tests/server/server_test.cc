@@ -12,10 +12,11 @@
 #include <sstream>
 #include <thread>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "attention/v1/attention.grpc.pb.h"
+#include "attn/registry.h"
 #include "bench/normal_fill.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
@@ -53,6 +54,42 @@ v1::Shape MakeShape(int64_t b, int64_t t, int64_t n, int64_t h, int64_t k = 0) {
   s.set_num_kv_heads(k);
   return s;
 }
+
+// grpc.health.v1.Health/Check as a kubelet gRPC probe makes it, without generated stubs:
+// HealthCheckRequest is field 1 (service, a string), HealthCheckResponse field 1 (status).
+// Returns the status (1 SERVING, 2 NOT_SERVING), or minus the gRPC code when the call fails.
+int HealthStatus(int port, const std::string& service) {
+  grpc::GenericStub stub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                             grpc::InsecureChannelCredentials()));
+  std::string request_bytes;
+  if (!service.empty()) {
+    request_bytes.push_back(0x0a);
+    request_bytes.push_back(static_cast<char>(service.size()));
+    request_bytes += service;
+  }
+  grpc::Slice slice(request_bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  cq.Next(&tag, &ok);
+  if (!status.ok()) return -static_cast<int>(status.error_code());
+  std::vector<grpc::Slice> slices;
+  (void)response.Dump(&slices);
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;  // UNKNOWN (0) is an empty message
+}
+
+constexpr int kServing = 1;
+constexpr int kNotServing = 2;
 
 std::string HttpGet(int port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -122,6 +159,49 @@ TEST_F(ServerTest, ServerInfoDescribesTheCpuDeviceBackendsAndLimits) {
   }
   EXPECT_TRUE(cpu_ok);
   EXPECT_FALSE(info.hostname().empty());
+}
+
+TEST_F(ServerTest, HealthIsServingForLivenessAndReadiness) {
+  EXPECT_TRUE(server_->serving());
+  EXPECT_EQ(HealthStatus(server_->port(), kLivenessService), kServing);
+  EXPECT_EQ(HealthStatus(server_->port(), kReadinessService), kServing);
+  EXPECT_EQ(HealthStatus(server_->port(), "no.such.Service"), -grpc::NOT_FOUND);
+}
+
+// A GPU node whose driver is older than the CUDA runtime (played by gpu_check): the process
+// stays up and says why; the start-up and liveness probes (service "") see SERVING, so the pod is
+// not restarted in a loop; readiness sees NOT_SERVING, so it never takes traffic.
+TEST(ServerHealth, AnUnusableGpuKeepsLivenessServingAndReadinessNotServing) {
+  const std::string reason =
+      "the NVIDIA driver supports CUDA 12.2, but attn was built with the CUDA 13.0 runtime: "
+      "install a driver for CUDA 13.0 or newer (R580+ for CUDA 13)";
+  ServerOptions o = CpuOptions();
+  o.devices = "";
+  o.gpu_check = [&] { return absl::FailedPreconditionError(reason); };
+  auto started = Server::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status();
+  Server& server = **started;
+  EXPECT_FALSE(server.serving());
+  EXPECT_EQ(HealthStatus(server.port(), kLivenessService), kServing);
+  EXPECT_EQ(HealthStatus(server.port(), kReadinessService), kNotServing);
+
+  auto stub = Connect(server.port());
+  v1::AttendRequest req;
+  *req.mutable_shape() = MakeShape(1, 16, 2, 16);
+  req.set_dtype(v1::FLOAT32);
+  req.mutable_generated()->set_seed(1);
+  grpc::ClientContext actx;
+  v1::AttendResponse resp;
+  const grpc::Status s = stub->Attend(&actx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::UNAVAILABLE);
+  EXPECT_EQ(s.error_message(), "not serving: " + reason);
+  grpc::ClientContext ictx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub->GetServerInfo(&ictx, {}, &info).ok());
+  EXPECT_EQ(info.note(), reason);
+  EXPECT_EQ(info.devices_size(), 0);
+  const std::string metrics = server.metrics().Render();
+  EXPECT_NE(metrics.find("\nattn_serving 0\n"), std::string::npos) << metrics;
 }
 
 TEST_F(ServerTest, AttendOutputEqualsTheFloat64Reference) {
@@ -384,6 +464,29 @@ TEST_F(ServerTest, AnotherClientsAttendIsServedBetweenCasesOfASweep) {
   EXPECT_GE(after, 25) << "B's Attend was served only after most of A's sweep";
 }
 
+// Every backend x case status is there at 0 from start-up, so rates and dashboards have the
+// series before the first benchmark, and the first case counts as an increase.
+TEST_F(ServerTest, BenchmarkCaseCountersStartAtZeroForEveryBackendAndStatus) {
+  const std::string before = server_->metrics().Render();
+  for (const auto& backend : BackendRegistry::Default().backends()) {
+    for (const char* status : kBenchmarkCaseStatuses) {
+      const std::string series = "attn_benchmark_cases_total{backend=\"" + backend->name() +
+                                 "\",status=\"" + status + "\"} 0\n";
+      EXPECT_NE(before.find(series), std::string::npos) << series;
+    }
+  }
+  grpc::ClientContext ctx;
+  auto reader = stub_->RunBenchmark(&ctx, SlowJob(1, 1));
+  v1::RunBenchmarkEvent e;
+  while (reader->Read(&e)) {}
+  ASSERT_TRUE(reader->Finish().ok());
+  const std::string after = server_->metrics().Render();
+  EXPECT_NE(after.find("attn_benchmark_cases_total{backend=\"cpu\",status=\"OK\"} 1\n"), std::string::npos)
+      << after;
+  EXPECT_NE(after.find("attn_benchmark_cases_total{backend=\"cpu\",status=\"CANCELLED\"} 0\n"),
+            std::string::npos);
+}
+
 TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
   grpc::ClientContext ctx;
   v1::ServerInfo info;
@@ -419,8 +522,8 @@ TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
   EXPECT_EQ(out, "") << out;
 }
 
-// The binary under SIGTERM: health goes NOT_SERVING, new work is refused, the accepted job
-// finishes every case, and the process exits 0.
+// The binary under SIGTERM: readiness goes NOT_SERVING (liveness stays SERVING), new work is
+// refused, the accepted job finishes every case, and the process exits 0.
 TEST(ServerProcess, SigtermDrainsAcceptedWorkAndExitsZero) {
   // ATTN_SERVER_BINARY in the environment overrides the build's path (for a copied bundle).
   const char* env_binary = std::getenv("ATTN_SERVER_BINARY");
@@ -457,7 +560,10 @@ TEST(ServerProcess, SigtermDrainsAcceptedWorkAndExitsZero) {
   while (results < 1 && reader->Read(&e)) results += e.has_result();
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  // New work is refused and health says NOT_SERVING while the job drains.
+  // New work is refused and readiness says NOT_SERVING while the job drains; liveness still
+  // says SERVING, so a liveness probe does not kill the drain.
+  EXPECT_EQ(HealthStatus(port, kReadinessService), kNotServing);
+  EXPECT_EQ(HealthStatus(port, kLivenessService), kServing);
   v1::AttendRequest req;
   *req.mutable_shape() = MakeShape(1, 16, 2, 16);
   req.set_dtype(v1::FLOAT32);
