@@ -1,0 +1,416 @@
+// attn-client bench: a benchmark job sent case by case over the channel's replicas.
+//
+// Each case is one RunBenchmark call holding that case alone, with the seed the server would
+// use for it inside one job (seed + 192 * index), so results do not depend on how the cases were
+// spread. As many calls run at once as the target has replicas (--parallel overrides), and the
+// round_robin channel spreads them; each result records the replica (the call's peer) and the
+// server's hostname. Ctrl-C cancels the calls in flight, which cancels their cases on the server.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "attention/v1/attention.grpc.pb.h"
+#include "attn/bench.h"
+#include "client/commands.h"
+#include "client/progress.h"
+#include "client/render.h"
+
+namespace attn::client {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void OnSigint(int) { g_interrupted.store(true); }
+
+v1::DType ToProto(DType d) {
+  return d == DType::kFloat32 ? v1::FLOAT32 : d == DType::kBFloat16 ? v1::BFLOAT16 : v1::FLOAT16;
+}
+
+v1::BenchmarkCase ToProto(const BenchCase& c) {
+  v1::BenchmarkCase out;
+  out.set_section(c.section);
+  v1::Shape* s = out.mutable_shape();
+  s->set_batch(c.problem.batch);
+  s->set_q_len(c.problem.q_len);
+  s->set_kv_len(c.problem.kv_len);
+  s->set_num_heads(c.problem.num_heads);
+  s->set_num_kv_heads(c.problem.num_kv_heads);
+  s->set_head_dim(c.problem.head_dim);
+  out.set_dtype(ToProto(c.problem.dtype));
+  out.set_causal(c.problem.causal);
+  out.set_backend(c.backend);
+  return out;
+}
+
+absl::StatusOr<v1::DType> ParseDTypeFlag(const std::string& name) {
+  auto d = ParseDType(name);
+  if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("--dtypes: ", d.status().message()));
+  return ToProto(*d);
+}
+
+// The cases of --suite (expanded for the server's device kind, as the server would) or of the
+// axes' cross product. Axis sweeps get one section per combination of the other axes, so each
+// table is a sweep over one axis.
+absl::StatusOr<std::vector<v1::BenchmarkCase>> BuildCases(const ParsedArgs& args,
+                                                          const v1::ServerInfo& info, int device) {
+  std::vector<v1::BenchmarkCase> out;
+  if (args.Has("suite")) {
+    const std::string suite = args.Get("suite");
+    if (std::find(info.suites().begin(), info.suites().end(), suite) == info.suites().end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--suite: the server has no suite '", suite,
+                                                     "'; it has ", absl::StrJoin(info.suites(), ", ")));
+    }
+    DeviceInfo di;
+    di.kind = DeviceKind::kCpu;
+    for (const auto& d : info.devices()) {
+      if ((device < 0 || d.index() == device) && d.kind() == "cuda") di.kind = DeviceKind::kCuda;
+    }
+    auto cases = ExpandSuite(suite, di);
+    if (!cases.ok()) return cases.status();
+    for (const auto& c : *cases) out.push_back(ToProto(c));
+    return out;
+  }
+  auto seq = args.GetIntList("seq_lens");
+  auto batch = args.GetIntList("batch_sizes");
+  auto heads = args.GetIntList("heads");
+  auto head_dims = args.GetIntList("head_dims");
+  for (const auto* list : {&seq, &batch, &heads, &head_dims}) {
+    if (!list->ok()) return list->status();
+  }
+  std::vector<int64_t> kv_heads = {0};
+  if (args.Has("kv_heads")) {
+    auto k = args.GetIntList("kv_heads");
+    if (!k.ok()) return k.status();
+    kv_heads = *k;
+  }
+  std::vector<v1::DType> dtypes;
+  for (const auto& d : args.GetList("dtypes")) {
+    auto dt = ParseDTypeFlag(d);
+    if (!dt.ok()) return dt.status();
+    dtypes.push_back(*dt);
+  }
+  const std::vector<std::string> backends = args.GetList("backends");
+  std::vector<bool> causal;
+  const std::string c = args.Get("causal");
+  if (c == "true" || c == "1") causal = {true};
+  else if (c == "false" || c == "0") causal = {false};
+  else if (c == "both") causal = {false, true};
+  else return absl::InvalidArgumentError(absl::StrCat("--causal: expected true, false or both; got '", c, "'"));
+  if (dtypes.empty() || backends.empty()) {
+    return absl::InvalidArgumentError("--dtypes and --backends: need at least one name each");
+  }
+  const bool sweep_t = seq->size() > 1;
+  const bool sweep_b = !sweep_t && batch->size() > 1;
+  for (bool cz : causal) {
+    for (int64_t b : *batch) {
+      for (int64_t n : *heads) {
+        for (int64_t k : kv_heads) {
+          for (int64_t h : *head_dims) {
+            for (int64_t t : *seq) {
+              for (v1::DType dt : dtypes) {
+                for (const auto& backend : backends) {
+                  v1::BenchmarkCase bc;
+                  bc.set_section(absl::StrCat(sweep_t ? "" : absl::StrCat("T=", t, " "),
+                                              sweep_b ? "" : absl::StrCat("B=", b, " "), "N=", n,
+                                              k > 0 ? absl::StrCat(" K=", k) : "", " H=", h,
+                                              cz ? " causal" : ""));
+                  v1::Shape* s = bc.mutable_shape();
+                  s->set_batch(b);
+                  s->set_q_len(t);
+                  s->set_num_heads(n);
+                  s->set_num_kv_heads(k);
+                  s->set_head_dim(h);
+                  bc.set_dtype(dt);
+                  bc.set_causal(cz);
+                  bc.set_backend(backend);
+                  out.push_back(std::move(bc));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<v1::BenchmarkOptions> BuildOptions(const ParsedArgs& args) {
+  v1::BenchmarkOptions o;
+  if (args.Has("warmup")) {
+    auto v = args.GetInt("warmup");
+    if (!v.ok()) return v.status();
+    o.set_warmup(static_cast<int32_t>(*v));
+  }
+  if (args.Has("repeats")) {
+    auto v = args.GetInt("repeats");
+    if (!v.ok()) return v.status();
+    o.set_repeats(static_cast<int32_t>(*v));
+  }
+  if (args.Has("budget")) {
+    auto v = args.GetDouble("budget");
+    if (!v.ok()) return v.status();
+    o.set_case_budget_seconds(*v);
+  }
+  if (args.Has("rotate_inputs")) {
+    auto v = args.GetInt("rotate_inputs");
+    if (!v.ok()) return v.status();
+    o.set_rotate_inputs(static_cast<int32_t>(*v));
+  }
+  auto seed = args.GetInt("seed");
+  if (!seed.ok() || *seed < 0) return absl::InvalidArgumentError("--seed: expected an integer >= 0");
+  o.set_seed(static_cast<uint64_t>(*seed));
+  o.set_cuda_graph(args.GetBool("graph"));
+  o.set_check_numerics(args.GetBool("check"));
+  o.set_autotune(args.GetBool("autotune"));
+  return o;
+}
+
+std::string NowIso() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot write"));
+  return absl::OkStatus();
+}
+
+// Sends cases one call each from `workers` threads until all are done or the run is cancelled.
+class Dispatcher {
+ public:
+  Dispatcher(std::shared_ptr<grpc::Channel> channel, std::vector<v1::BenchmarkCase> cases,
+             v1::BenchmarkOptions options, int device, std::string client_id,
+             std::optional<std::chrono::system_clock::time_point> deadline, Progress& progress)
+      : stub_(v1::AttentionService::NewStub(channel)), cases_(std::move(cases)),
+        options_(std::move(options)), device_(device), client_id_(std::move(client_id)),
+        deadline_(deadline), progress_(progress), sent_(cases_.size(), false), records_(cases_.size()) {}
+
+  std::vector<CaseRecord> Run(int workers) {
+    std::vector<std::thread> threads;
+    for (int w = 0; w < workers; ++w) threads.emplace_back([this] { Work(); });
+    // Ctrl-C: stop taking cases and cancel the calls in flight (their cases stop on the server).
+    while (finished_.load() < static_cast<int>(threads.size())) {
+      if (g_interrupted.load() && !cancelled_.exchange(true)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (grpc::ClientContext* ctx : in_flight_) ctx->TryCancel();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (auto& t : threads) t.join();
+    std::vector<CaseRecord> done;
+    for (size_t i = 0; i < records_.size(); ++i) {
+      if (sent_[i]) done.push_back(std::move(records_[i]));
+    }
+    return done;
+  }
+
+  bool cancelled() const { return cancelled_.load(); }
+
+ private:
+  void Work() {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (next_ >= cases_.size() || cancelled_.load()) break;
+        i = next_++;
+        sent_[i] = true;
+      }
+      RunOne(i);
+    }
+    finished_.fetch_add(1);
+  }
+
+  void RunOne(size_t i) {
+    const v1::BenchmarkCase& c = cases_[i];
+    v1::CaseResult empty;
+    *empty.mutable_case_() = c;
+    progress_.Started(absl::StrCat(SeriesLabel(empty), " ", ProblemLabel(c)));
+    v1::RunBenchmarkRequest req;
+    *req.mutable_cases()->add_cases() = c;
+    *req.mutable_options() = options_;
+    req.mutable_options()->set_seed(options_.seed() + 192 * i);  // the runner's per-case seed
+    req.set_device(device_);
+    req.set_client_id(client_id_);
+    grpc::ClientContext ctx;
+    if (deadline_) ctx.set_deadline(*deadline_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_.insert(&ctx);
+      if (cancelled_.load()) ctx.TryCancel();
+    }
+    CaseRecord record;
+    bool got = false;
+    auto reader = stub_->RunBenchmark(&ctx, req);
+    v1::RunBenchmarkEvent e;
+    while (reader->Read(&e)) {
+      if (e.has_result()) {
+        record.result = e.result();
+        got = true;
+      }
+    }
+    const grpc::Status status = reader->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_.erase(&ctx);
+    }
+    record.replica = ctx.peer();
+    if (!got) {
+      *record.result.mutable_case_() = c;
+      record.result.set_status(CodeName(status.ok() ? grpc::INTERNAL : status.error_code()));
+      record.result.set_message(status.ok() ? "the server sent no result" : DescribeRpcError(status, ""));
+      record.result.set_max_abs_error(-1);
+      record.result.set_rel_l2_error(-1);
+      record.result.set_causal_first_diff(-1);
+      record.result.set_causal_last_diff(-1);
+    }
+    record.result.set_index(static_cast<int32_t>(i));
+    record.result.set_total(static_cast<int32_t>(cases_.size()));
+    progress_.Finished(record);
+    records_[i] = std::move(record);
+  }
+
+  std::unique_ptr<v1::AttentionService::Stub> stub_;
+  const std::vector<v1::BenchmarkCase> cases_;
+  const v1::BenchmarkOptions options_;
+  const int device_;
+  const std::string client_id_;
+  const std::optional<std::chrono::system_clock::time_point> deadline_;
+  Progress& progress_;
+  std::mutex mu_;
+  size_t next_ = 0;
+  std::vector<bool> sent_;
+  std::set<grpc::ClientContext*> in_flight_;
+  std::vector<CaseRecord> records_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<int> finished_{0};
+};
+
+}  // namespace
+
+std::vector<OptionSpec> BenchSpecs() {
+  return {
+      {"suite", "NAME", "", "a suite the server names (codelab, large); else the axes below"},
+      {"seq_lens", "LIST", "128", "query lengths T (S = T)"},
+      {"batch_sizes", "LIST", "4", "batch sizes B"},
+      {"heads", "LIST", "8", "query heads N"},
+      {"kv_heads", "LIST", "", "key/value heads K (default: K = N); N % K must be 0"},
+      {"head_dims", "LIST", "64", "head dimensions H"},
+      {"dtypes", "LIST", "bfloat16", "float32, bfloat16, float16"},
+      {"backends", "LIST", "auto", "backend names from `attn-client info`, or auto"},
+      {"causal", "WHEN", "false", "true, false or both"},
+      {"warmup", "N", "", "untimed calls per case (server default: 10)"},
+      {"repeats", "N", "", "timed calls per case (server default: 50)"},
+      {"budget", "SECONDS", "", "stop timing a case after this much (server default: 2)"},
+      {"rotate_inputs", "N", "", "input sets cycled call by call, 1..64 (server default: 1)"},
+      {"seed", "N", "0", "seed of the generated inputs"},
+      {"graph", "", "", "time CUDA-graph replays (no launch overhead)"},
+      {"check", "", "", "compare every output with the float64 reference (numerics columns)"},
+      {"autotune", "", "", "let backends with several plans time them"},
+      {"device", "N", "-1", "the server's device index; -1: the least busy"},
+      {"parallel", "N", "0", "cases in flight at once; 0: one per replica of --target"},
+      {"out", "DIR", "", "write DIR/results.csv, DIR/results.json and DIR/report.html"},
+      {"progress", "WHEN", "auto", "auto (a bar on a terminal, lines otherwise), bar, lines, none"},
+  };
+}
+
+int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::string& command_line) {
+  auto device = args.GetInt("device");
+  auto parallel = args.GetInt("parallel");
+  if (!device.ok() || *device < -1) return Fail(kExitUsage, "--device: expected an index >= -1");
+  if (!parallel.ok() || *parallel < 0 || *parallel > 256) {
+    return Fail(kExitUsage, "--parallel: expected 0..256");
+  }
+  auto options = BuildOptions(args);
+  if (!options.ok()) return Fail(kExitUsage, std::string(options.status().message()));
+  const std::string progress_mode = args.Get("progress");
+  if (progress_mode != "auto" && progress_mode != "bar" && progress_mode != "lines" &&
+      progress_mode != "none") {
+    return Fail(kExitUsage, "--progress: expected auto, bar, lines or none");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<std::chrono::system_clock::time_point> deadline;
+  if (common.timeout_s > 0) {
+    deadline = std::chrono::system_clock::now() +
+               std::chrono::milliseconds(static_cast<int64_t>(common.timeout_s * 1e3));
+  }
+  auto channel = MakeChannel(common.target);
+  Report report;
+  report.command = command_line;
+  report.target = common.target_spec;
+  report.created = NowIso();
+  report.options = *options;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline.value_or(std::chrono::system_clock::now() + std::chrono::seconds(30)));
+    const grpc::Status s = v1::AttentionService::NewStub(channel)->GetServerInfo(
+        &ctx, v1::GetServerInfoRequest(), &report.server);
+    if (!s.ok()) return Fail(kExitFailed, DescribeRpcError(s, ctx.peer()));
+  }
+  auto cases = BuildCases(args, report.server, static_cast<int>(*device));
+  if (!cases.ok()) return Fail(kExitUsage, std::string(cases.status().message()));
+  if (cases->empty()) return Fail(kExitUsage, "no cases to run");
+
+  const bool terminal = isatty(STDERR_FILENO) == 1;
+  const bool bar = progress_mode == "bar" || (progress_mode == "auto" && terminal);
+  std::FILE* progress_out = progress_mode == "none" ? std::fopen("/dev/null", "w") : stderr;
+  Progress progress(static_cast<int>(cases->size()), bar, progress_out);
+  const int workers = static_cast<int>(std::min<int64_t>(
+      *parallel > 0 ? *parallel : common.target.replicas, static_cast<int64_t>(cases->size())));
+  struct sigaction sa{};
+  sa.sa_handler = OnSigint;
+  sigaction(SIGINT, &sa, nullptr);
+  Dispatcher dispatcher(channel, std::move(*cases), *options, static_cast<int>(*device),
+                        common.client_id, deadline, progress);
+  report.cases = dispatcher.Run(std::max(1, workers));
+  progress.Close();
+  if (progress_out != stderr) std::fclose(progress_out);
+  report.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  if (common.format == "table") std::fputs(RenderTables(report).c_str(), stdout);
+  else if (common.format == "csv") std::fputs(RenderCsv(report).c_str(), stdout);
+  else std::fputs(RenderJson(report).c_str(), stdout);
+  std::fflush(stdout);
+  if (args.Has("out")) {
+    const std::string dir = args.Get("out");
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Fail(kExitFailed, absl::StrCat("--out ", dir, ": cannot create the directory"));
+    }
+    for (const auto& [name, text] : {std::pair<std::string, std::string>{"results.csv", RenderCsv(report)},
+                                     {"results.json", RenderJson(report)},
+                                     {"report.html", RenderHtml(report)}}) {
+      if (auto s = WriteFile(dir + "/" + name, text); !s.ok()) {
+        return Fail(kExitFailed, std::string(s.message()));
+      }
+    }
+    std::fprintf(stderr, "wrote %s/results.csv, %s/results.json and %s/report.html\n", dir.c_str(),
+                 dir.c_str(), dir.c_str());
+  }
+  if (dispatcher.cancelled()) {
+    return Fail(kExitInterrupted, absl::StrFormat("interrupted: %d of the job's cases ran; the "
+                                                  "cases in flight were cancelled on the server",
+                                                  static_cast<int>(report.cases.size())));
+  }
+  return Count(report.cases).failed > 0 ? kExitFailed : kExitOk;
+}
+
+}  // namespace attn::client

@@ -1,0 +1,141 @@
+#include "client/connection.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <set>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace attn::client {
+namespace {
+
+absl::Status Bad(const std::string& spec, const std::string& rule) {
+  return absl::InvalidArgumentError(absl::StrCat("--target '", spec, "': ", rule));
+}
+
+// host and port of "host:port" or "[v6]:port".
+absl::Status SplitHostPort(const std::string& spec, const std::string& item, std::string& host,
+                           std::string& port) {
+  const size_t colon = item.rfind(':');
+  if (colon == std::string::npos || colon + 1 == item.size() || colon == 0) {
+    return Bad(spec, absl::StrCat("'", item, "' is not host:port"));
+  }
+  host = item.substr(0, colon);
+  port = item.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return absl::OkStatus();
+}
+
+// The numeric addresses `host` resolves to, v4 and v6 as getaddrinfo orders them.
+std::vector<std::pair<int, std::string>> Resolve(const std::string& host, const std::string& port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::vector<std::pair<int, std::string>> out;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0) return out;
+  std::set<std::string> seen;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    char buf[NI_MAXHOST];
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, buf, sizeof(buf), nullptr, 0, NI_NUMERICHOST) == 0 &&
+        seen.insert(buf).second) {
+      out.emplace_back(a->ai_family, buf);
+    }
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Target> ParseTarget(const std::string& spec) {
+  if (spec.empty()) return Bad(spec, "empty; expected host:port, a comma list, or dns:///name:port");
+  Target t;
+  if (absl::StartsWith(spec, "dns:")) {
+    t.uri = spec;
+    std::string name = spec.substr(4);
+    while (!name.empty() && name.front() == '/') name.erase(0, 1);
+    std::string host, port;
+    if (auto s = SplitHostPort(spec, name, host, port); !s.ok()) return s;
+    const auto addresses = Resolve(host, port);
+    if (addresses.empty()) return Bad(spec, absl::StrCat("'", host, "' does not resolve"));
+    t.replicas = static_cast<int>(addresses.size());
+    return t;
+  }
+  if (!absl::StrContains(spec, ',')) {
+    std::string host, port;
+    if (auto s = SplitHostPort(spec, spec, host, port); !s.ok()) return s;
+    t.uri = spec;
+    return t;
+  }
+  std::vector<std::string> v4, v6;
+  for (absl::string_view item : absl::StrSplit(spec, ',')) {
+    std::string host, port;
+    if (item.empty()) return Bad(spec, "empty item in the comma list");
+    if (auto s = SplitHostPort(spec, std::string(item), host, port); !s.ok()) return s;
+    const auto addresses = Resolve(host, port);
+    if (addresses.empty()) return Bad(spec, absl::StrCat("'", host, "' does not resolve"));
+    // The first address of each host: one replica per listed item.
+    const auto& [family, address] = addresses.front();
+    if (family == AF_INET6) v6.push_back(absl::StrCat("[", address, "]:", port));
+    else v4.push_back(absl::StrCat(address, ":", port));
+  }
+  if (!v4.empty() && !v6.empty()) {
+    return Bad(spec, "mixes IPv4 and IPv6 hosts; gRPC's static lists take one family");
+  }
+  t.uri = v4.empty() ? "ipv6:" + absl::StrJoin(v6, ",") : "ipv4:" + absl::StrJoin(v4, ",");
+  t.replicas = static_cast<int>(v4.size() + v6.size());
+  return t;
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const Target& target) {
+  grpc::ChannelArguments args;
+  args.SetServiceConfigJSON(R"({"loadBalancingConfig": [{"round_robin": {}}]})");
+  args.SetMaxReceiveMessageSize(-1);  // the server enforces its own limit on outputs
+  args.SetMaxSendMessageSize(-1);
+  return grpc::CreateCustomChannel(target.uri, grpc::InsecureChannelCredentials(), args);
+}
+
+std::string CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::OK: return "OK";
+    case grpc::CANCELLED: return "CANCELLED";
+    case grpc::UNKNOWN: return "UNKNOWN";
+    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND: return "NOT_FOUND";
+    case grpc::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::ABORTED: return "ABORTED";
+    case grpc::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::INTERNAL: return "INTERNAL";
+    case grpc::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::DATA_LOSS: return "DATA_LOSS";
+    case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return absl::StrCat("CODE_", static_cast<int>(code));
+  }
+}
+
+std::string DescribeRpcError(const grpc::Status& status, const std::string& peer) {
+  // gRPC's own messages for transport failures can span lines; keep the first.
+  std::string message = status.error_message();
+  if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
+  std::string hint;
+  if (status.error_code() == grpc::UNAVAILABLE && !absl::StrContains(message, "draining") &&
+      !absl::StrContains(message, "queue")) {
+    hint = "; is attn-server running there? (check --target)";
+  } else if (status.error_code() == grpc::DEADLINE_EXCEEDED) {
+    hint = "; raise --timeout for long jobs";
+  }
+  return absl::StrCat(CodeName(status.error_code()), ": ", message, hint,
+                      peer.empty() ? "" : absl::StrCat(" (from ", peer, ")"));
+}
+
+}  // namespace attn::client

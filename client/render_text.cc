@@ -1,0 +1,157 @@
+// The terminal tables.
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/render.h"
+#include "client/text_table.h"
+
+namespace attn::client {
+namespace {
+
+bool IsOk(const CaseRecord& c) { return c.result.status() == "OK"; }
+
+// A sweep cell: the median, "*" when the case budget cut its repeats; "n/a" unsupported.
+std::string Cell(const CaseRecord* c, std::vector<std::string>& notes, std::set<std::string>& seen,
+                 const std::string& series) {
+  if (c == nullptr) return "";
+  if (IsOk(*c)) return FormatMs(c->result.stats().median_ms()) + (c->result.budget_cut() ? "*" : "");
+  const bool unsupported = c->result.status() == "FAILED_PRECONDITION";
+  const std::string note =
+      absl::StrCat("  ", unsupported ? "n/a" : c->result.status(), "  ", series, ": ", c->result.message());
+  if (seen.insert(note).second) notes.push_back(note);
+  return unsupported ? "n/a" : "error";
+}
+
+TextTable Sweep(const SectionView& s) {
+  TextTable t;
+  t.title = s.title;
+  t.headers.push_back(s.kind == SectionKind::kSeqSweep ? "Seq len" : "Batch size");
+  t.right_aligned.push_back(true);
+  for (const auto& series : s.series) {
+    t.headers.push_back(series + " (ms)");
+    t.right_aligned.push_back(true);
+  }
+  std::set<std::string> seen;
+  for (int64_t x : s.points) {
+    std::vector<std::string> row = {absl::StrCat(x)};
+    for (const auto& series : s.series) {
+      auto it = s.cells.find({series, x});
+      row.push_back(Cell(it == s.cells.end() ? nullptr : it->second, t.notes, seen, series));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+std::string Pattern(const v1::Shape& shape) {
+  const int64_t k = KvHeads(shape);
+  return k == shape.num_heads() ? "MHA" : k == 1 ? "MQA" : "GQA";
+}
+
+TextTable Variants(const SectionView& s) {
+  TextTable t;
+  t.title = s.title;
+  t.headers = {"Pattern", "Q shape", "K shape", "V shape", "Output shape", "Backend", "Median (ms)"};
+  t.right_aligned = {false, false, false, false, false, false, true};
+  std::set<std::string> seen;
+  for (const CaseRecord* c : s.cases) {
+    const v1::Shape& shape = c->result.case_().shape();
+    t.rows.push_back({Pattern(shape), QShape(shape), KShape(shape), KShape(shape), QShape(shape),
+                      SeriesLabel(c->result), Cell(c, t.notes, seen, SeriesLabel(c->result))});
+  }
+  return t;
+}
+
+TextTable List(const SectionView& s) {
+  TextTable t;
+  t.title = s.title;
+  t.headers = {"Backend", "Problem", "Median (ms)", "TFLOP/s", "Max |err|", "Rel L2 err", "Reference"};
+  t.right_aligned = {false, false, true, true, true, true, false};
+  std::set<std::string> seen;
+  for (const CaseRecord* c : s.cases) {
+    const v1::CaseResult& r = c->result;
+    const std::string label = SeriesLabel(r);
+    if (!IsOk(*c)) {
+      t.rows.push_back({label, ProblemLabel(r.case_()), Cell(c, t.notes, seen, label), "", "", "", ""});
+      continue;
+    }
+    t.rows.push_back({label, ProblemLabel(r.case_()), Cell(c, t.notes, seen, label),
+                      absl::StrFormat("%.2f", r.tflops()), FormatError(r.max_abs_error()),
+                      FormatError(r.rel_l2_error()), r.numerics()});
+  }
+  return t;
+}
+
+// The codelab's "Causal masking effect on attention output" rows of one causal case.
+TextTable CausalEffect(const CaseRecord& c) {
+  TextTable t;
+  t.title = absl::StrCat("Causal masking effect on attention output — ", SeriesLabel(c.result), ", ",
+                         ProblemLabel(c.result.case_()));
+  t.headers = {"Position", "Max diff (causal vs full)", "Expected"};
+  t.right_aligned = {false, true, false};
+  t.rows = {{"First (t=0)", absl::StrFormat("%.4f", c.result.causal_first_diff()),
+             "Large — causal restricts to self only"},
+            {"Last (t=T-1)", absl::StrFormat("%.2e", c.result.causal_last_diff()),
+             "~0 — attends to all positions either way"}};
+  return t;
+}
+
+}  // namespace
+
+std::string RenderTables(const Report& report) {
+  std::string out;
+  const v1::ServerInfo& info = report.server;
+  if (!info.hostname().empty()) {
+    std::string devices;
+    for (const auto& d : info.devices()) absl::StrAppend(&devices, devices.empty() ? "" : ", ", d.name());
+    out += absl::StrCat("server: attn-server ", info.version(), " on ", info.hostname(), " (",
+                        devices.empty() ? "no devices" : devices,
+                        info.cudnn_version().empty() ? "" : ", cuDNN " + info.cudnn_version(), ")",
+                        info.cpu_fallback() ? "; cpu backend: " + info.note() : "", "\n\n");
+  }
+  if (auto defaults = DefaultShapeCases(report.cases); !defaults.empty()) {
+    TextTable t;
+    t.title = "Attention timing — B=4, T=128, N=8, H=64";
+    t.headers = {"Implementation", "Median ms/call"};
+    t.right_aligned = {false, true};
+    for (const CaseRecord* c : defaults) {
+      t.rows.push_back({SeriesLabel(c->result), FormatMs(c->result.stats().median_ms())});
+    }
+    out += t.Render() + "\n";
+  }
+  for (const SectionView& s : Sections(report.cases)) {
+    TextTable t = s.kind == SectionKind::kSeqSweep || s.kind == SectionKind::kBatchSweep ? Sweep(s)
+                  : s.kind == SectionKind::kVariants                                    ? Variants(s)
+                                                                                        : List(s);
+    out += t.Render() + "\n";
+    for (const CaseRecord* c : s.cases) {
+      if (IsOk(*c) && c->result.causal_first_diff() >= 0) out += CausalEffect(*c).Render() + "\n";
+    }
+  }
+  const Tally tally = Count(report.cases);
+  std::string timing = report.cases.empty() ? "" : report.cases.front().result.timing();
+  for (const auto& c : report.cases) {
+    if (IsOk(c)) {
+      timing = c.result.timing();
+      break;
+    }
+  }
+  out += absl::StrFormat("%d cases: %d ok, %d unsupported, %d failed in %.1f s. Times are device "
+                         "time per call, median (%s); * the case budget cut its repeats.\n",
+                         static_cast<int>(report.cases.size()), tally.ok, tally.unsupported,
+                         tally.failed, report.wall_seconds, timing.empty() ? "-" : timing);
+  std::map<std::string, int> served;
+  for (const auto& c : report.cases) {
+    if (!c.replica.empty()) ++served[absl::StrCat(c.result.hostname(), " (", c.replica, ")")];
+  }
+  if (!served.empty()) {
+    out += "served by:";
+    for (const auto& [who, n] : served) absl::StrAppend(&out, " ", who, " ", n, ";");
+    out.back() = '\n';
+  }
+  return out;
+}
+
+}  // namespace attn::client
