@@ -8,15 +8,23 @@
 #                                           from deploy/monitoring/attn.rules.yaml
 #
 # Environment:
-#   ATTN_METRICS_SCRAPE=FILE  a /metrics scrape of a running attn-server: every metric the
-#                             dashboard and rules use must be in it (curl -s host:9464/metrics)
-#   ATTN_SERVER_BIN=PATH      attn-server binary whose --helpfull must know every flag of the
-#                             ConfigMap (default: build/server/attn-server when it exists)
+#   ATTN_SERVER_BIN=PATH      attn-server binary (default: build/server/attn-server when it exists).
+#                             It is started on the cpu backend with the ConfigMap's flag file
+#                             (tests/deploy/scrape_server.py): the Deployment's gRPC probes must see
+#                             what Kubernetes needs, and its real GET /metrics, after one Attend and
+#                             one benchmark case, must hold every metric, label and label value the
+#                             dashboard and rules use. Its --helpfull must know every ConfigMap flag.
+#   ATTN_DEPLOY_REQUIRE_SERVER=1
+#                             fail (not skip) when there is no attn-server binary; scripts/test.sh
+#                             sets it, with the binary it has just built
+#   ATTN_METRICS_SCRAPE=FILE  also check a scrape taken elsewhere, e.g. from a pod in the cluster
+#                             (kubectl -n attn exec deploy/attn-server -- ... or a port-forward)
 #   ATTN_KUBE_VERSIONS=LIST   Kubernetes versions to validate against (default 1.33.0,1.37.0)
 #
 # Installs what is missing: kubectl (Debian package), promtool (extracted from Debian's
 # prometheus package into .deps/prometheus, so no Prometheus service is installed or started),
-# and kubernetes-validate + python-hcl2 (pinned) in a venv at .deps/deploy-venv. terraform is
+# and the PyPI packages kubernetes-validate, python-hcl2, grpcio and grpcio-tools (pinned) in a venv
+# at .deps/deploy-venv. terraform is
 # used for `terraform fmt -check` where it is installed; Debian has no package for it.
 #
 # The checks are also run on the deliberately broken copies in tests/deploy/broken/ (and a few
@@ -28,6 +36,7 @@ started=$SECONDS
 
 venv=.deps/deploy-venv
 checker=(python tests/deploy/deploy_check.py)
+scraper=(python tests/deploy/scrape_server.py)
 kube_versions=${ATTN_KUBE_VERSIONS:-1.33.0,1.37.0}
 rules=deploy/monitoring/attn.rules.yaml
 rule_tests=tests/deploy/attn.rules.test.yaml
@@ -68,15 +77,16 @@ if [ -z "$promtool" ]; then
   fi
 fi
 
-if ! "$venv/bin/python" -c 'import kubernetes_validate, hcl2, yaml, jsonschema' >/dev/null 2>&1; then
-  echo "deploy-check: installing kubernetes-validate and python-hcl2 into $venv"
+venv_packages=(kubernetes-validate==1.37.0 python-hcl2==8.1.4 grpcio==1.85.1 grpcio-tools==1.85.1)
+if ! "$venv/bin/python" -c 'import kubernetes_validate, hcl2, yaml, jsonschema, grpc, grpc_tools' >/dev/null 2>&1; then
+  echo "deploy-check: installing ${venv_packages[*]} into $venv"
   rm -rf "$venv" && mkdir -p .deps
   if ! python3 -m venv "$venv" >/dev/null 2>&1; then
     apt_get install -y -qq --no-install-recommends python3-venv >/dev/null 2>&1
     python3 -m venv "$venv"
   fi
   "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    kubernetes-validate==1.37.0 python-hcl2==8.1.4 || { echo "FAIL  tools: pip install failed"; exit 1; }
+    "${venv_packages[@]}" || { echo "FAIL  tools: pip install failed"; exit 1; }
 fi
 export PATH="$root/$venv/bin:$PATH"
 
@@ -187,17 +197,32 @@ check "rules objects in sync" "${checker[@]}" rules-sync
 check "dashboard" "${checker[@]}" dashboard "$dashboard"
 check "metric names" "${checker[@]}" metric-names --rules "$rules" --dashboard "$dashboard"
 check "scrape check on sample_scrape.txt" "${checker[@]}" scrape tests/deploy/sample_scrape.txt --require-samples
+
+# The real attn-server: probes, drain, and its /metrics against the dashboard and rules.
+server_bin=${ATTN_SERVER_BIN:-build/server/attn-server}
+real_scrape=$work/attn-server.metrics
+live=0
+if [ -x "$server_bin" ]; then
+  check "attn-server as deployed ($server_bin)" "${scraper[@]}" "$server_bin" \
+    --flagfile "$flagfile" --render "$work/render/deploy.yaml" --out "$real_scrape"
+  if [ -s "$real_scrape" ]; then
+    live=1
+    check "real scrape: expected families" "${checker[@]}" scrape "$real_scrape" --require-samples
+    check "real scrape: promtool check metrics" sh -c "'$promtool' check metrics <'$real_scrape' && echo clean"
+    check "real scrape: dashboard and rules" "${checker[@]}" metric-names --rules "$rules" --dashboard "$dashboard" \
+      --scrape "$real_scrape"
+  fi
+  check "server flags" "${checker[@]}" server-flags "$flagfile" "$server_bin"
+elif [ "${ATTN_DEPLOY_REQUIRE_SERVER:-0}" = 1 ]; then
+  check "attn-server as deployed" sh -c "echo 'no attn-server binary at $server_bin (ATTN_SERVER_BIN)'; false"
+else
+  skip "attn-server as deployed" "no $server_bin (set ATTN_SERVER_BIN): no real scrape, probes or flags checked"
+fi
 if [ -n "${ATTN_METRICS_SCRAPE:-}" ]; then
   check "scrape $ATTN_METRICS_SCRAPE" "${checker[@]}" scrape "$ATTN_METRICS_SCRAPE"
   check "promtool check metrics $ATTN_METRICS_SCRAPE" sh -c "'$promtool' check metrics <'$ATTN_METRICS_SCRAPE' && echo clean"
-else
-  skip "real scrape" "set ATTN_METRICS_SCRAPE to a /metrics scrape of attn-server"
-fi
-server_bin=${ATTN_SERVER_BIN:-build/server/attn-server}
-if [ -x "$server_bin" ]; then
-  check "server flags" "${checker[@]}" server-flags "$flagfile" "$server_bin"
-else
-  skip "server flags" "no $server_bin (set ATTN_SERVER_BIN) to check the ConfigMap's flags against"
+  check "dashboard and rules on $ATTN_METRICS_SCRAPE" "${checker[@]}" metric-names --rules "$rules" \
+    --dashboard "$dashboard" --scrape "$ATTN_METRICS_SCRAPE"
 fi
 
 # --- Terraform ---------------------------------------------------------------------------------
@@ -240,6 +265,33 @@ reject "grace period shorter than the drain" "does not match preStop" render_and
 cp terraform/*.tf "$work/tf-copy/"
 sed -i 's/^  default = "LATEST"$/  default = "DEFAULT"/' "$work/tf-copy/variables.tf"
 reject "CUDA 13 image on the DEFAULT driver" "not LATEST" "${checker[@]}" terraform "$work/tf-copy" --dockerfile Dockerfile
+
+reject "scrape that promtool check metrics rejects" 'should have "_total" suffix' \
+  sh -c "'$promtool' check metrics <'$broken/unclean-scrape.txt'"
+
+# Against the real attn-server: what only a running server can show.
+if [ "$live" = 1 ]; then
+  reject "flag file with a flag attn-server lacks" "--queue_size is not a flag" \
+    "${checker[@]}" server-flags "$broken/unknown-flag.flags" "$server_bin"
+  # Listed in a copy of expected_metrics.txt, so only the real scrape can tell.
+  sed 's/attn_arena_used_bytes/attn_arena_in_use_bytes/g' "$dashboard" >"$work/weak/dashboard.json"
+  { cat tests/deploy/expected_metrics.txt; echo "attn_arena_in_use_bytes gauge"; } >"$work/weak/expected.txt"
+  reject "dashboard on a metric attn-server does not export" "attn_arena_in_use_bytes is not in the real scrape" \
+    "${checker[@]}" metric-names --expected "$work/weak/expected.txt" --dashboard "$work/weak/dashboard.json" \
+    --scrape "$real_scrape"
+  sed 's/by (backend, dtype)/by (backend, type)/' "$dashboard" >"$work/weak/dashboard-label.json"
+  reject "dashboard aggregating by a label attn-server lacks" "aggregates by label type" \
+    "${checker[@]}" metric-names --dashboard "$work/weak/dashboard-label.json" --scrape "$real_scrape"
+  sed 's/rpc="Attend"/rpc="attend"/' "$rules" >"$work/weak/label-value.rules.yaml"
+  reject "alert on a label value attn-server never sets" 'rpc is never "attend"' \
+    "${checker[@]}" metric-names --rules "$work/weak/label-value.rules.yaml" --scrape "$real_scrape"
+  sed 's/service: attention.v1.AttentionService$/service: attention.v1.Attention/' "$work/render/deploy.yaml" \
+    >"$work/weak/render-probe.yaml"
+  reject "readiness probe on a health service attn-server lacks" "readinessProbe asks health service 'attention.v1.Attention'" \
+    "${scraper[@]}" "$server_bin" --flagfile "$flagfile" --render "$work/weak/render-probe.yaml" --out "$work/weak/scrape"
+else
+  skip "broken cases against the real attn-server" "no attn-server binary, or it did not start"
+fi
 
 echo "deploy-check: $((SECONDS - started)) s"
 echo "deploy-check: $passed passed, $failed failed, $skipped skipped"

@@ -17,7 +17,9 @@ exits 1. Nothing here needs a cluster, a cloud account or the network.
                        vs the Dockerfile's CUDA major, every var./resource reference declared
   dashboard FILE       Grafana JSON structure: data source variable, ids, layout, queries
   metric-names         every metric a rule or dashboard query names is exported by attn-server
-                       (expected_metrics.txt), recorded by a rule, or listed as external
+                       (expected_metrics.txt), recorded by a rule, or listed as external; with
+                       --scrape, every attn-server metric, label and exact label value a query
+                       uses is in that real /metrics scrape
   scrape FILE          every expected family is in a real /metrics scrape, with its type
   server-flags FLAGFILE BINARY
                        every flag in the ConfigMap's flag file is one the binary knows
@@ -694,8 +696,90 @@ def cmd_metric_names(args):
                              f"{where}: metric {name} is not in {pathlib.Path(args.expected).name}, not recorded by a rule, "
                              f"and not external")
     attn_used = sorted(n for n in used if n in known)
-    return problems.report(f"{len(uses)} queries name {len(used)} metrics: {len(attn_used)} attn-server series, "
-                           f"{len(used & recorded)} recorded, {len(used & external)} external; all known")
+    summary = (f"{len(uses)} queries name {len(used)} metrics: {len(attn_used)} attn-server series, "
+               f"{len(used & recorded)} recorded, {len(used & external)} external; all known")
+    if args.scrape:
+        sources = {}  # recorded name -> the scraped metrics its rule reads (transitively)
+        for path in args.rules or []:
+            for g in yaml.safe_load(open(path))["groups"]:
+                for r in g["rules"]:
+                    if "record" in r:
+                        sources[r["record"]] = promql_metric_names(r["expr"])
+        checked = check_against_scrape(problems, uses, recorded, external, sources, args.scrape)
+        summary += f"; {checked} in the real scrape {pathlib.Path(args.scrape).name}, with every label and value matched"
+    return problems.report(summary)
+
+
+# Labels Prometheus (or GMP) attaches to every series of a scrape target; not in /metrics itself.
+TARGET_LABELS = {"cluster", "namespace", "pod", "instance", "job", "container", "node", "location",
+                 "project_id", "service", "endpoint"}
+
+
+def parse_scrape(path):
+    """{sample name: {label: {values}}} of a Prometheus text-format scrape."""
+    series = {}
+    for line in open(path):
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = re.match(r"([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s", line)
+        if not m:
+            continue
+        labels = series.setdefault(m.group(1), {})
+        for lm in re.finditer(r'([A-Za-z_]\w*)="((?:\\.|[^"\\])*)"', m.group(2) or ""):
+            labels.setdefault(lm.group(1), set()).add(lm.group(2))
+    return series
+
+
+def check_against_scrape(problems, uses, recorded, external, sources, scrape_path):
+    """Every attn-server metric a query names is in the real scrape, and every label it matches
+    on or aggregates by is one that metric has (or a target label), with a value the scrape
+    shows for an exact matcher. Returns how many distinct metrics were checked."""
+    series = parse_scrape(scrape_path)
+    name = pathlib.Path(scrape_path).name
+
+    def base_metrics(metric, seen=()):
+        if metric in recorded and metric not in seen:
+            out = set()
+            for m in sources.get(metric, ()):
+                out |= base_metrics(m, seen + (metric,))
+            return out
+        return {metric}
+
+    checked = set()
+    for where, expr in uses:
+        names = promql_metric_names(expr)
+        bases = set()
+        for n in names:
+            bases |= base_metrics(n)
+        if bases & external:
+            continue  # DCGM's labels are not ours to check
+        for b in sorted(bases):
+            checked.add(b)
+            problems.require(b in series, f"{where}: metric {b} is not in the real scrape {name}")
+        available = set(TARGET_LABELS) | {"le"}
+        for b in bases:
+            available |= set(series.get(b, {}))
+        stripped = re.sub(r'"(?:\\.|[^"\\])*"', '""', expr)
+        for grouping in re.finditer(r"\b(?:by|without)\s*\(([^)]*)\)", stripped):
+            for label in re.findall(r"[A-Za-z_]\w*", grouping.group(1)):
+                problems.require(label in available, f"{where}: aggregates by label {label}, which "
+                                 f"{', '.join(sorted(bases))} do not have in {name}")
+        for sel in re.finditer(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{([^}]*)\}", expr):
+            labels = {}
+            for b in base_metrics(sel.group(1)):
+                for k, v in series.get(b, {}).items():
+                    labels.setdefault(k, set()).update(v)
+            for mm in re.finditer(r'([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*"((?:\\.|[^"\\])*)"', sel.group(2)):
+                label, op, value = mm.groups()
+                if label in TARGET_LABELS:
+                    continue
+                if not problems.require(label in labels, f"{where}: {sel.group(1)} has no label {label} in {name}"):
+                    continue
+                if op in ("=", "!=") and "$" not in value:
+                    problems.require(value in labels[label],
+                                     f'{where}: {sel.group(1)}{{{label}{op}"{value}"}}: {label} is never "{value}" in '
+                                     f"{name} (seen: {', '.join(sorted(labels[label]))})")
+    return len(checked)
 
 
 # --- dashboard ---------------------------------------------------------------------------------
@@ -882,6 +966,8 @@ def main():
     p.add_argument("--external", default=str(HERE / "external_metrics.txt"))
     p.add_argument("--rules", nargs="*")
     p.add_argument("--dashboard", nargs="*")
+    p.add_argument("--scrape", help="a real /metrics scrape of attn-server: every metric and label the "
+                   "queries use must be in it")
     p.set_defaults(fn=cmd_metric_names)
     p = sub.add_parser("dashboard")
     p.add_argument("file")

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Runs attn-server as the Deployment runs it and checks it the way Kubernetes and Prometheus will.
+
+  scrape_server.py BINARY --flagfile deploy/base/attn-server.flags --render RENDER.yaml --out SCRAPE
+
+1. Starts BINARY with the ConfigMap's flag file, overridden only where a CI machine differs from
+   an L4 node (loopback addresses with free ports, the cpu backend, a small arena, text logs).
+2. Asks grpc.health.v1 about the service names the Deployment's probes use (read from RENDER, a
+   `kubectl kustomize` of deploy/): start-up, liveness and readiness must all be SERVING.
+3. Makes one Attend and one RunBenchmark, so that the histogram and counter series exist, and
+   writes GET /metrics to SCRAPE (the real scrape deploy-check compares the dashboard and rules
+   with).
+4. SIGTERM: readiness must go NOT_SERVING while liveness stays SERVING, and the process must exit
+   0 within the Deployment's terminationGracePeriodSeconds.
+5. Starts BINARY again asking for GPU 0 (--devices=0): on a machine without an NVIDIA driver this
+   is the "GPU unusable" state of a node whose driver is too old. The start-up and liveness
+   probes must still see SERVING (else Kubernetes restarts the pod in a loop) and readiness
+   NOT_SERVING. Skipped, with the reason, on a machine where GPU 0 works.
+
+Prints one line per step and a summary last; exits 1 on the first failure. Every server it
+started is killed on the way out, whatever happened.
+"""
+import argparse
+import atexit
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+SERVING, NOT_SERVING = 1, 2
+STATUS_NAMES = {0: "UNKNOWN", SERVING: "SERVING", NOT_SERVING: "NOT_SERVING"}
+STARTED = []  # every attn-server process started here
+
+
+@atexit.register
+def _kill_leftovers():
+    for proc in STARTED:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def fail(msg):
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def probe_services(render):
+    """The grpc.health.v1 service name each probe of the attn-server container asks about."""
+    for doc in yaml.safe_load_all(open(render)):
+        if doc and doc.get("kind") == "Deployment" and doc["metadata"]["name"] == "attn-server":
+            for c in doc["spec"]["template"]["spec"]["containers"]:
+                if c["name"] == "attn-server":
+                    out = {}
+                    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                        grpc_probe = (c.get(probe) or {}).get("grpc")
+                        if grpc_probe is None:
+                            fail(f"{probe} is not a gRPC probe in {render}")
+                        out[probe] = grpc_probe.get("service", "")
+                    return out
+    fail(f"no attn-server Deployment in {render}")
+
+
+def stubs(proto_root, work):
+    from grpc_tools import protoc
+    rc = protoc.main(["protoc", f"-I{proto_root}", f"--python_out={work}", f"--grpc_python_out={work}",
+                      str(pathlib.Path(proto_root) / "attention/v1/attention.proto")])
+    if rc != 0:
+        fail("grpc_tools.protoc could not compile proto/attention/v1/attention.proto")
+    sys.path.insert(0, str(work))
+    from attention.v1 import attention_pb2, attention_pb2_grpc
+    return attention_pb2, attention_pb2_grpc
+
+
+class Server:
+    def __init__(self, args, extra, log_path):
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen([args.binary, f"--flagfile={args.flagfile}", *extra],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        STARTED.append(self.proc)
+        self.grpc_port = self.metrics_port = None
+        self.serving = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.serving is None:
+            if self.proc.poll() is not None:
+                fail(f"attn-server exited with {self.proc.returncode} before serving:\n{self.text()}")
+            m = re.search(r'^\S+ \S+ \[\w+\] (NOT_SERVING|SERVING) listen="[^"]*\(port (\d+)\)" '
+                          r'metrics="(?:off|[^"]*\(port (\d+)\))"', self.text(), re.M)
+            if m:
+                self.serving = m.group(1) == "SERVING"
+                self.grpc_port = int(m.group(2))
+                self.metrics_port = int(m.group(3)) if m.group(3) else None
+            else:
+                time.sleep(0.05)
+        if self.serving is None:
+            fail(f"no SERVING or NOT_SERVING line within 60 s:\n{self.text()}")
+
+    def text(self):
+        return pathlib.Path(self.log_path).read_text()
+
+    def health(self, service):
+        import grpc
+        request = b"" if not service else b"\x0a" + bytes([len(service)]) + service.encode()
+        with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
+            check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                        request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            try:
+                reply = check(request, timeout=5)
+            except grpc.RpcError as e:
+                return f"error {e.code().name}"
+        return STATUS_NAMES.get(reply[1] if len(reply) == 2 and reply[0] == 0x08 else 0, "UNKNOWN")
+
+    def stop(self, timeout):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            fail(f"attn-server did not exit within {timeout} s of SIGTERM:\n{self.text()[-2000:]}")
+
+
+def expect_health(server, probes, want, when):
+    for probe, service in probes.items():
+        got = server.health(service)
+        if got != want[probe]:
+            fail(f"{when}: {probe} asks health service {service!r}: {got}, expected {want[probe]}")
+    return ", ".join(f"{p} ({s!r}) {want[p]}" for p, s in probes.items())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("binary")
+    ap.add_argument("--flagfile", required=True)
+    ap.add_argument("--render", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--proto", default=str(pathlib.Path(__file__).resolve().parents[2] / "proto"))
+    args = ap.parse_args()
+
+    probes = probe_services(args.render)
+    grace = 30
+    for doc in yaml.safe_load_all(open(args.render)):
+        if doc and doc.get("kind") == "Deployment":
+            grace = doc["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", grace)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="attn-scrape-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    pb, pb_grpc = stubs(args.proto, work)
+    import grpc
+
+    local = ["--listen_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0", "--arena_mib=256",
+             "--log_format=text"]
+    # 1-4: the serving replica.
+    server = Server(args, local + ["--devices=cpu"], work / "serving.log")
+    if not server.serving:
+        fail(f"attn-server on the cpu backend is NOT_SERVING:\n{server.text()}")
+    all_serving = {p: "SERVING" for p in probes}
+    print("health while serving: " + expect_health(server, probes, all_serving, "serving"))
+
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        stub = pb_grpc.AttentionServiceStub(channel)
+        shape = pb.Shape(batch=1, q_len=16, num_heads=2, head_dim=16)
+        reply = stub.Attend(pb.AttendRequest(shape=shape, dtype=pb.FLOAT32, backend="cpu",
+                                             generated=pb.GeneratedInputs(seed=1)), timeout=30)
+        if reply.backend != "cpu" or len(reply.output) != 16 * 2 * 16 * 4:
+            fail(f"Attend: backend {reply.backend!r}, {len(reply.output)} output bytes")
+        job = pb.RunBenchmarkRequest(
+            cases=pb.CaseList(cases=[pb.BenchmarkCase(section="deploy-check", shape=shape, dtype=pb.FLOAT32,
+                                                      backend="cpu")]),
+            options=pb.BenchmarkOptions(warmup=1, repeats=3))
+        results = [e.result for e in stub.RunBenchmark(job, timeout=60) if e.HasField("result")]
+        if [r.status for r in results] != ["OK"]:
+            fail(f"RunBenchmark: case statuses {[r.status for r in results]}, expected ['OK']")
+    print("one Attend and one RunBenchmark case on the cpu backend: OK")
+
+    if server.metrics_port is None:
+        fail("the flag file turns the metrics endpoint off")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10).read().decode()
+    pathlib.Path(args.out).write_text(body)
+    families = len(re.findall(r"^# TYPE ", body, re.M))
+    print(f"scrape: {families} metric families, {len(body.splitlines())} lines -> {args.out}")
+
+    server.proc.send_signal(signal.SIGTERM)
+    # The drain with nothing in flight is short; ask at once, and accept an exit already under way.
+    draining = {p: ("NOT_SERVING" if p == "readinessProbe" else "SERVING") for p in probes}
+    got = {p: server.health(s) for p, s in probes.items()}
+    if server.proc.poll() is None and not all(g.startswith("error") for g in got.values()) and got != draining:
+        fail(f"during the drain: {got}, expected {draining}")
+    try:
+        rc = server.proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        fail(f"attn-server did not exit within terminationGracePeriodSeconds ({grace} s) of SIGTERM")
+    if rc != 0:
+        fail(f"attn-server exited {rc} after SIGTERM:\n{server.text()[-2000:]}")
+    print(f"SIGTERM: readiness NOT_SERVING while liveness SERVING, exit 0 within {grace} s")
+
+    # 5: a GPU that cannot be used.
+    summary = (f"probes, one Attend + one benchmark case, {families} families scraped, SIGTERM drain exit 0 "
+               f"within {grace} s")
+    gpu = Server(args, local + ["--devices=0"], work / "gpu.log")
+    if gpu.serving:
+        print("unusable GPU: skipped (GPU 0 works on this machine)")
+        gpu.stop(grace)
+        print(f"OK: {summary}")
+        return
+    unusable = {p: ("NOT_SERVING" if p == "readinessProbe" else "SERVING") for p in probes}
+    reason = re.search(r"GPU unusable: NOT_SERVING reason=\"([^\"]*)\"", gpu.text())
+    if not reason:
+        fail(f"NOT_SERVING without a 'GPU unusable' line giving the reason:\n{gpu.text()}")
+    print("unusable GPU (" + reason.group(1)[:60] + "): " + expect_health(gpu, probes, unusable, "unusable GPU"))
+    if gpu.stop(grace) != 0:
+        fail("attn-server with an unusable GPU did not exit 0 on SIGTERM")
+    print(f"OK: {summary}; an unusable GPU leaves the pod live but not ready")
+
+
+if __name__ == "__main__":
+    main()
