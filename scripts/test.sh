@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds attn with its tests and runs them.
+# The test command: installs what is missing, builds attn with its tests and runs them, then
+# the deployment checks (scripts/deploy-check.sh) with the attn-server it built.
 # GPU tests skip (with the reason) on machines without a GPU; run them on one with
 # bench/gpu_check.sh. CUDA code is built for one architecture (sm_90) to keep CI short.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 scripts/deps.sh --test
 
 build=${ATTN_BUILD_DIR:-build-test}
@@ -27,4 +29,16 @@ for t in ./tests/attn_engine_tests ./tests/attn_server_tests; do
   [ -x "$t" ] || continue
   "$t" --gtest_brief=1 2>&1 | grep -A1 ': Skipped$' | grep -vE ': Skipped$|^--$' | sort | uniq -c || true
 done
+cd "$root"
+
+# The deployment files, offline (scripts/deploy-check.sh): kustomize renders, Kubernetes schemas,
+# promtool, Terraform, the dashboard, and the attn-server just built started as the Deployment
+# starts it, whose real /metrics must hold every metric the dashboard and rules use. Failures,
+# skips and the totals are shown; the full list is in $build/deploy-check.log.
+echo "== deploy checks (scripts/deploy-check.sh; every line in $build/deploy-check.log)"
+deploy_rc=0
+ATTN_SERVER_BIN="$(realpath "$build")/server/attn-server" ATTN_DEPLOY_REQUIRE_SERVER=1 \
+  scripts/deploy-check.sh >"$build/deploy-check.log" 2>&1 || deploy_rc=$?
+grep -vE '^PASS ' "$build/deploy-check.log" || true
+[ "$rc" -ne 0 ] || rc=$deploy_rc
 exit $rc
