@@ -145,7 +145,7 @@ tools_line() {
   command -v kubectl >/dev/null || { echo "kubectl missing (apt-get install kubectl failed)"; return 1; }
   [ "$kubectl_minor" -ge 21 ] || { echo "kubectl 1.$kubectl_minor: its kustomize has no components; need kubectl >= 1.21"; return 1; }
   [ -x "$promtool" ] || { echo "promtool missing (Debian package prometheus)"; return 1; }
-  echo "kubectl 1.$kubectl_minor ($(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: //p')), promtool $("$promtool" --version 2>&1 | head -1 | awk '{print $3}'), kubernetes-validate $(python -c 'import kubernetes_validate.version as v; print(v.__version__)'), terraform $(command -v terraform >/dev/null && terraform version 2>/dev/null | head -1 | awk '{print $2}' || echo absent)"
+  echo "kubectl 1.$kubectl_minor ($(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: //p')), promtool $("$promtool" --version 2>&1 | awk 'NR == 1 { print $3 }'), kubernetes-validate $(python -c 'import kubernetes_validate.version as v; print(v.__version__)'), terraform $(command -v terraform >/dev/null && terraform version 2>/dev/null | awk 'NR == 1 { print $2 }' || echo absent)"
 }
 check "tools" tools_line
 
@@ -264,6 +264,9 @@ reject "alert above the queue depth" "can never fire" render_and "$work/base-cop
 reject "grace period shorter than the drain" "does not match preStop" render_and "$work/base-copy" policy --rules "$rules"
 cp terraform/*.tf "$work/tf-copy/"
 sed -i 's/^  default = "LATEST"$/  default = "DEFAULT"/' "$work/tf-copy/variables.tf"
+sed 's/^--devices=0$/--devices=/' deploy/base/attn-server.flags >"$work/base-copy/attn-server.flags"
+sed -i 's/terminationGracePeriodSeconds: 20/terminationGracePeriodSeconds: 35/' "$work/base-copy/deployment.yaml"
+reject "GPU pod that may fall back to the cpu backend" "must name its GPUs" render_and "$work/base-copy" policy
 reject "CUDA 13 image on the DEFAULT driver" "not LATEST" "${checker[@]}" terraform "$work/tf-copy" --dockerfile Dockerfile
 
 reject "scrape that promtool check metrics rejects" 'should have "_total" suffix' \

@@ -271,6 +271,16 @@ def cmd_policy(args):
         lp, mp = port_of(flags.get("listen_address", "0.0.0.0:50051")), port_of(flags.get("metrics_address", "0.0.0.0:9464"))
         problems.require(lp == ports.get("grpc"), f"{cw}: port grpc ({ports.get('grpc')}) is not --listen_address's ({lp})")
         problems.require(mp == ports.get("metrics"), f"{cw}: port metrics ({ports.get('metrics')}) is not --metrics_address's ({mp})")
+        # A pod that holds GPUs names them: with --devices empty, a container that lost its GPU
+        # (no libcuda mounted) would quietly serve on the cpu backend and look healthy; with
+        # ordinals it stays NOT_SERVING and says why.
+        gpus = int(dig(c, "resources", "limits", "nvidia.com/gpu", default=0) or 0)
+        devices = flags.get("devices", "")
+        if gpus:
+            ordinals = devices.split(",") if devices else []
+            problems.require(ordinals and all(o.isdigit() and int(o) < gpus for o in ordinals),
+                             f"ConfigMap/{cm_name}: --devices={devices!r}: a pod with nvidia.com/gpu: {gpus} must name its "
+                             f"GPUs (0..{gpus - 1}), or a pod without its GPU falls back to the cpu backend and looks healthy")
 
     # Probes: native gRPC against grpc.health.v1 on the gRPC port.
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
