@@ -267,6 +267,10 @@ sed -i 's/^  default = "LATEST"$/  default = "DEFAULT"/' "$work/tf-copy/variable
 sed 's/^--devices=0$/--devices=/' deploy/base/attn-server.flags >"$work/base-copy/attn-server.flags"
 sed -i 's/terminationGracePeriodSeconds: 20/terminationGracePeriodSeconds: 35/' "$work/base-copy/deployment.yaml"
 reject "GPU pod that may fall back to the cpu backend" "must name its GPUs" render_and "$work/base-copy" policy
+awk '/^---/ { k = "" } /^kind: / { k = $2 } k == "PrometheusRule" && /^    release: / { sub(/: .*/, ": prometheus") } { print }' \
+  "$work/render/deploy_overlays_prometheus-operator.yaml" >"$work/weak/operator-release.yaml"
+reject "PrometheusRule the operator's Prometheus would not pick up" "different release labels" \
+  "${checker[@]}" policy "$work/weak/operator-release.yaml"
 reject "CUDA 13 image on the DEFAULT driver" "not LATEST" "${checker[@]}" terraform "$work/tf-copy" --dockerfile Dockerfile
 
 reject "scrape that promtool check metrics rejects" 'should have "_total" suffix' \

@@ -382,6 +382,13 @@ def cmd_policy(args):
             problems.require(len(with_port) == 1,
                              f"{sw}: port {ep.get('port')} must be on exactly one selected Service (found {len(with_port)})")
 
+    # prometheus-operator selects both kinds by the same labels (release, for kube-prometheus-stack):
+    # a rule object the Prometheus does not pick up would leave the alerts silently unevaluated.
+    operator_objects = by_kind.get("ServiceMonitor", []) + by_kind.get("PrometheusRule", [])
+    releases = {(o["kind"], dig(o, "metadata", "labels", "release")) for o in operator_objects}
+    problems.require(len({r for _, r in releases}) <= 1,
+                     f"ServiceMonitor and PrometheusRule carry different release labels: {sorted(releases, key=str)}")
+
     # Alert thresholds that depend on flags.
     if flags and args.rules:
         rules = [r for g in yaml.safe_load(open(args.rules))["groups"] for r in g["rules"]]
@@ -414,9 +421,17 @@ def _str_representer(dumper, data):
     return dumper.represent_scalar("tag:yaml.org,2002:str", data)
 
 
+# kube-prometheus-stack's Prometheus picks up ServiceMonitors and PrometheusRules by its Helm
+# release label; the ServiceMonitor carries the same (policy checks that the two agree).
+OPERATOR_RELEASE = "kube-prometheus-stack"
+
+
 def rule_object(api, kind, groups):
+    labels = {"app.kubernetes.io/name": SERVER}
+    if kind == "PrometheusRule":
+        labels["release"] = OPERATOR_RELEASE
     return {"apiVersion": api, "kind": kind,
-            "metadata": {"name": SERVER, "namespace": "attn", "labels": {"app.kubernetes.io/name": SERVER}},
+            "metadata": {"name": SERVER, "namespace": "attn", "labels": labels},
             "spec": {"groups": groups}}
 
 
