@@ -235,6 +235,8 @@ fi
 check "terraform hcl" "${checker[@]}" terraform terraform
 
 # --- The broken copies must be rejected --------------------------------------------------------
+reject "kustomization naming a missing file" "podmonitoring.yaml: no such file" \
+  kubectl kustomize "$broken/kustomize-missing-resource"
 reject "deployment without spec.selector" "'selector' is a required property" \
   render_and "$broken/deployment-missing-selector" k8s-schema --kube-versions "$kube_versions"
 reject "pod that may run as root" "runAsNonRoot" render_and "$broken/pod-runs-as-root" policy
@@ -271,6 +273,16 @@ awk '/^---/ { k = "" } /^kind: / { k = $2 } k == "PrometheusRule" && /^    relea
   "$work/render/deploy_overlays_prometheus-operator.yaml" >"$work/weak/operator-release.yaml"
 reject "PrometheusRule the operator's Prometheus would not pick up" "different release labels" \
   "${checker[@]}" policy "$work/weak/operator-release.yaml"
+mkdir -p "$work/docker-copy"
+cp .dockerignore "$work/docker-copy/"
+sed '/^USER 10001:10001$/d' Dockerfile >"$work/docker-copy/Dockerfile"
+reject "image that runs as root" "numeric non-root USER" "${checker[@]}" dockerfile "$work/docker-copy/Dockerfile"
+if command -v terraform >/dev/null 2>&1; then
+  mkdir -p "$work/tf-fmt" && cp terraform/*.tf "$work/tf-fmt/"
+  sed -i 's/^  default = "LATEST"$/  default =   "LATEST"/' "$work/tf-fmt/variables.tf"
+  reject "terraform that is not formatted" "variables.tf" \
+    env TF_CLI_CONFIG_FILE="$work/terraformrc" terraform fmt -check -recursive "$work/tf-fmt"
+fi
 reject "CUDA 13 image on the DEFAULT driver" "not LATEST" "${checker[@]}" terraform "$work/tf-copy" --dockerfile Dockerfile
 
 reject "scrape that promtool check metrics rejects" 'should have "_total" suffix' \
