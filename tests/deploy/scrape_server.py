@@ -10,8 +10,9 @@
 3. Makes one Attend and one RunBenchmark, so that the histogram and counter series exist, and
    writes GET /metrics to SCRAPE (the real scrape deploy-check compares the dashboard and rules
    with).
-4. SIGTERM: readiness must go NOT_SERVING while liveness stays SERVING, and the process must exit
-   0 within the Deployment's terminationGracePeriodSeconds.
+4. SIGTERM while a benchmark job runs: readiness must go NOT_SERVING while liveness stays
+   SERVING, the job must still finish, and the process must exit 0 within the Deployment's
+   terminationGracePeriodSeconds.
 5. Starts BINARY again asking for GPU 0 (--devices=0): on a machine without an NVIDIA driver this
    is the "GPU unusable" state of a node whose driver is too old. The start-up and liveness
    probes must still see SERVING (else Kubernetes restarts the pod in a loop) and readiness
@@ -29,6 +30,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -186,12 +188,47 @@ def main():
     families = len(re.findall(r"^# TYPE ", body, re.M))
     print(f"scrape: {families} metric families, {len(body.splitlines())} lines -> {args.out}")
 
-    server.proc.send_signal(signal.SIGTERM)
-    # The drain with nothing in flight is short; ask at once, and accept an exit already under way.
+    # 4: SIGTERM with a benchmark job in flight (3 cases of about a second each): readiness must
+    # turn NOT_SERVING (the pod leaves the Services) while liveness stays SERVING (no restart),
+    # the accepted job must still finish, and the process exit 0 within the grace period.
     draining = {p: ("NOT_SERVING" if p == "readinessProbe" else "SERVING") for p in probes}
-    got = {p: server.health(s) for p, s in probes.items()}
-    if server.proc.poll() is None and not all(g.startswith("error") for g in got.values()) and got != draining:
-        fail(f"during the drain: {got}, expected {draining}")
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    stub = pb_grpc.AttentionServiceStub(channel)
+    job = pb.RunBenchmarkRequest(
+        cases=pb.CaseList(cases=[pb.BenchmarkCase(section="drain", dtype=pb.FLOAT32, backend="cpu",
+                                                  shape=pb.Shape(batch=1, q_len=128, num_heads=4, head_dim=64))
+                                 for _ in range(3)]),
+        options=pb.BenchmarkOptions(warmup=0, repeats=10000, case_budget_seconds=1.0))
+    started, events, errors = threading.Event(), [], []
+
+    def run_job():
+        try:
+            for e in stub.RunBenchmark(job, timeout=60):
+                events.append(e)
+                if e.HasField("case_started"):
+                    started.set()
+        except grpc.RpcError as e:
+            errors.append(f"{e.code().name}: {e.details()}")
+        started.set()
+
+    runner = threading.Thread(target=run_job, daemon=True)
+    runner.start()
+    if not started.wait(30) or errors:
+        fail(f"the drain's benchmark job did not start: {errors}")
+    server.proc.send_signal(signal.SIGTERM)
+    got, deadline = {}, time.monotonic() + 5
+    while time.monotonic() < deadline and runner.is_alive():
+        got = {p: server.health(s) for p, s in probes.items()}
+        if got == draining:
+            break
+        time.sleep(0.05)
+    if got != draining:
+        fail(f"within 5 s of SIGTERM, with a job in flight: {got}, expected {draining}")
+    runner.join(grace)
+    channel.close()
+    results = [e.result.status for e in events if e.HasField("result")]
+    if errors or results != ["OK"] * 3:
+        fail(f"the job accepted before SIGTERM did not finish in the drain: statuses {results}, errors {errors}")
     try:
         rc = server.proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
@@ -199,11 +236,12 @@ def main():
         fail(f"attn-server did not exit within terminationGracePeriodSeconds ({grace} s) of SIGTERM")
     if rc != 0:
         fail(f"attn-server exited {rc} after SIGTERM:\n{server.text()[-2000:]}")
-    print(f"SIGTERM: readiness NOT_SERVING while liveness SERVING, exit 0 within {grace} s")
+    print(f"SIGTERM with a job in flight: readiness NOT_SERVING, liveness SERVING, the job's 3 cases OK, "
+          f"exit 0 within {grace} s")
 
     # 5: a GPU that cannot be used.
-    summary = (f"probes, one Attend + one benchmark case, {families} families scraped, SIGTERM drain exit 0 "
-               f"within {grace} s")
+    summary = (f"probes, one Attend + one benchmark case, {families} families scraped, SIGTERM drains a job "
+               f"and exits 0 within {grace} s")
     gpu = Server(args, local + ["--devices=0"], work / "gpu.log")
     if gpu.serving:
         print("unusable GPU: skipped (GPU 0 works on this machine)")
