@@ -131,17 +131,21 @@ std::string RenderTables(const Report& report) {
     }
   }
   const Tally tally = Count(report.cases);
-  std::string timing = report.cases.empty() ? "" : report.cases.front().result.timing();
+  std::string timing;
   for (const auto& c : report.cases) {
     if (IsOk(c)) {
       timing = c.result.timing();
       break;
     }
   }
-  out += absl::StrFormat("%d cases: %d ok, %d unsupported, %d failed in %.1f s. Times are device "
-                         "time per call, median (%s); * the case budget cut its repeats.\n",
+  out += absl::StrFormat("%d cases: %d ok, %d unsupported, %d failed in %.2f s.",
                          static_cast<int>(report.cases.size()), tally.ok, tally.unsupported,
-                         tally.failed, report.wall_seconds, timing.empty() ? "-" : timing);
+                         tally.failed, report.wall_seconds);
+  if (tally.ok > 0) {
+    out += absl::StrFormat(" Times are device time per call, median (%s); * the case budget cut its "
+                           "repeats.", timing);
+  }
+  out += "\n";
   std::map<std::string, int> served;
   for (const auto& c : report.cases) {
     if (!c.replica.empty()) ++served[absl::StrCat(c.result.hostname(), " (", c.replica, ")")];

@@ -1,0 +1,393 @@
+// attn-client end to end: the real binaries, attn-server on the cpu backend on picked loopback
+// ports and attn-client run as a user would, checking its output, files and exit codes; a sweep
+// split over two servers with round_robin; the HTML report rendered by headless Chromium.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/npy.h"
+
+namespace attn::client {
+namespace {
+
+// The build's paths, or ATTN_SERVER_BINARY / ATTN_CLIENT_BINARY (for a copied bundle).
+std::string Binary(const char* env, const char* built) {
+  const char* v = std::getenv(env);
+  return v != nullptr ? v : built;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// attn-server --devices=cpu on 127.0.0.1, port from its SERVING line; killed on destruction.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::string& name) {
+    log_ = ::testing::TempDir() + "/attn_client_e2e_" + name + ".log";
+    const std::string binary = Binary("ATTN_SERVER_BINARY", ATTN_SERVER_BINARY);
+    pid_ = fork();
+    if (pid_ == 0) {
+      freopen(log_.c_str(), "w", stdout);
+      dup2(fileno(stdout), 2);
+      execl(binary.c_str(), binary.c_str(), "--listen_address=127.0.0.1:0", "--metrics_address=",
+            "--devices=cpu", "--arena_mib=256", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 400 && port_ == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      std::smatch m;
+      const std::string text = ReadFile(log_);
+      if (std::regex_search(text, m, std::regex("SERVING listen=\"127.0.0.1:0 \\(port ([0-9]+)\\)"))) {
+        port_ = std::stoi(m[1]);
+      }
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  const std::string& log() const { return log_; }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_;
+};
+
+struct ClientRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+// attn-client with `args` (shell words), stdout and stderr kept apart.
+ClientRun Client(const std::string& args) {
+  static int n = 0;
+  const std::string out = absl::StrCat(::testing::TempDir(), "/attn_client_", getpid(), "_", n, ".out");
+  const std::string err = absl::StrCat(::testing::TempDir(), "/attn_client_", getpid(), "_", n++, ".err");
+  const std::string cmd = absl::StrCat(Binary("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY), " ", args,
+                                       " >", out, " 2>", err);
+  const int status = std::system(cmd.c_str());
+  ClientRun r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  return r;
+}
+
+google::protobuf::Struct ParseJson(const std::string& text) {
+  google::protobuf::Struct doc;
+  auto s = google::protobuf::util::JsonStringToMessage(text, &doc);
+  EXPECT_TRUE(s.ok()) << s << "\n" << text;
+  return doc;
+}
+
+class ClientE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new ServerProcess("a"); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << "attn-server did not start: " << ReadFile(server_->log()); }
+  static std::string Target() { return "--target=" + server_->address(); }
+  static ServerProcess* server_;
+};
+ServerProcess* ClientE2E::server_ = nullptr;
+
+TEST_F(ClientE2E, InfoListsTheDeviceAndEveryBackendsVerdict) {
+  ClientRun r = Client(Target() + " info");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("cpu (" ), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cudnn: needs a CUDA device"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok: reference on the host"), std::string::npos) << r.out;
+  ClientRun j = Client(Target() + " info --format=json");
+  ASSERT_EQ(j.rc, 0) << j.err;
+  auto doc = ParseJson(j.out);
+  EXPECT_EQ(doc.fields().at("devices").list_value().values(0).struct_value().fields().at("kind").string_value(), "cpu");
+}
+
+TEST_F(ClientE2E, HealthReportsBothServiceNames) {
+  ClientRun r = Client(Target() + " health");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("server: SERVING"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attention.v1.AttentionService: SERVING"), std::string::npos) << r.out;
+}
+
+TEST_F(ClientE2E, AttendChecksAgainstTheLocalReferenceAndWritesNpy) {
+  const std::string out = ::testing::TempDir() + "/attend_out.npy";
+  ClientRun r = Client(Target() + " attend --batch=2 --seq-len=33 --heads=4 --kv-heads=2 --head-dim=32 "
+                 "--dtype=bfloat16 --causal --seed=7 --check --output=" + out);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("outputs close (atol=0.01, rtol=0.01): True"), std::string::npos) << r.out;
+  auto a = ReadNpyFile(out);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->type, NpyType::kBFloat16);
+  EXPECT_EQ(a->shape, (std::vector<int64_t>{2, 33, 4, 32}));
+  double sum = 0;
+  for (int64_t i = 0; i < a->element_count(); ++i) sum += std::abs(NpyElement(*a, i));
+  EXPECT_GT(sum, 0) << "all-zero output";
+}
+
+TEST_F(ClientE2E, AttendTakesNpyInputsAndTheirShapesGiveTheProblem) {
+  // Q (1, 5, 2, 8) float32 and K = V (1, 7, 1, 8): MQA with S != T, converted to float16.
+  auto make = [](std::vector<int64_t> shape, int salt) {
+    NpyArray a;
+    a.type = NpyType::kFloat32;
+    a.shape = shape;
+    for (int64_t i = 0; i < a.element_count(); ++i) {
+      const float v = static_cast<float>(((i * 7 + salt) % 13) - 6) / 8.0f;
+      a.data.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    return a;
+  };
+  const std::string dir = ::testing::TempDir();
+  ASSERT_TRUE(WriteNpyFile(dir + "/q.npy", make({1, 5, 2, 8}, 1)).ok());
+  ASSERT_TRUE(WriteNpyFile(dir + "/k.npy", make({1, 7, 1, 8}, 2)).ok());
+  ASSERT_TRUE(WriteNpyFile(dir + "/v.npy", make({1, 7, 1, 8}, 3)).ok());
+  ClientRun r = Client(Target() + " attend --dtype=float16 --check --format=json --q=" + dir + "/q.npy --k=" +
+                 dir + "/k.npy --v=" + dir + "/v.npy --output=" + dir + "/o.npy");
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  auto doc = ParseJson(r.out);
+  EXPECT_TRUE(doc.fields().at("close").bool_value()) << r.out;
+  EXPECT_LT(doc.fields().at("max_abs_diff").number_value(), 1e-2) << r.out;
+  auto o = ReadNpyFile(dir + "/o.npy");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->shape, (std::vector<int64_t>{1, 5, 2, 8}));
+  EXPECT_EQ(o->type, NpyType::kFloat16);
+  // A mismatched K and V is refused locally, before any call.
+  ASSERT_TRUE(WriteNpyFile(dir + "/v_bad.npy", make({1, 6, 1, 8}, 3)).ok());
+  ClientRun bad = Client(Target() + " attend --q=" + dir + "/q.npy --k=" + dir + "/k.npy --v=" + dir + "/v_bad.npy");
+  EXPECT_EQ(bad.rc, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--k and --v: shapes differ"), std::string::npos) << bad.err;
+}
+
+// One line on stderr, naming the code and the field, and the usage exit code.
+TEST_F(ClientE2E, ServerErrorsAreOneClearLine) {
+  ClientRun r = Client(Target() + " attend --heads=4 --kv-heads=3");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("num_kv_heads"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(ClientE2E, UsageErrorsExitTwo) {
+  for (const char* args : {"bench --frobnicate", "nosuchcommand", "bench --seq-lens=12,x",
+                           "bench --suite=nosuch", "attend --dtype=int8"}) {
+    ClientRun r = Client(Target() + " " + args);
+    EXPECT_EQ(r.rc, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("attn-client: "), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+TEST(ClientNoServer, AnUnreachableTargetExitsOneWithAHint) {
+  ClientRun r = Client("--target=127.0.0.1:1 --timeout=5 info");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("UNAVAILABLE"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is attn-server running there?"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(ClientE2E, BenchAxesWriteTheThreeFilesAndCountUnsupportedApart) {
+  const std::string dir = ::testing::TempDir() + "/bench_out";
+  ClientRun r = Client(Target() + " bench --seq-lens=16,32 --batch-sizes=1 --heads=2 --head-dims=16 "
+                 "--dtypes=float32 --backends=cpu,cudnn --warmup=1 --repeats=3 --check --out=" + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;  // unsupported is not a failure
+  EXPECT_NE(r.out.find("Sequence-length sweep — B=1, N=2, H=16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu float32 (ms)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 cases: 2 ok, 2 unsupported, 0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("[4/4]"), std::string::npos) << "plain progress lines when not a terminal: " << r.err;
+  auto doc = ParseJson(ReadFile(dir + "/results.json"));
+  const auto& cases = doc.fields().at("cases").list_value().values();
+  ASSERT_EQ(cases.size(), 4);
+  int checked = 0;
+  for (const auto& c : cases) {
+    const auto& f = c.struct_value().fields();
+    EXPECT_EQ(f.at("replica").string_value(), "ipv4:" + server_->address());
+    if (f.at("status").string_value() == "OK") {
+      EXPECT_GT(f.at("median_ms").number_value(), 0);
+      EXPECT_GE(f.at("max_abs_error").number_value(), 0) << "--check asked for numerics";
+      EXPECT_LT(f.at("max_abs_error").number_value(), 1e-5);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2);
+  std::vector<std::string> csv = absl::StrSplit(ReadFile(dir + "/results.csv"), '\n', absl::SkipEmpty());
+  EXPECT_EQ(csv.size(), 5u);
+  const std::string html = ReadFile(dir + "/report.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+}
+
+TEST_F(ClientE2E, AFailedCaseExitsOneAndSaysWhy) {
+  ClientRun r = Client(Target() + " bench --seq-lens=100000 --heads=64 --head-dims=256 --backends=cpu "
+                 "--warmup=0 --repeats=1");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.out.find("RESOURCE_EXHAUSTED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("arena"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 failed"), std::string::npos) << r.out;
+}
+
+// Two servers behind one comma-list target: round_robin spreads the cases, and each result says
+// which replica ran it.
+TEST(ClientRoundRobin, ASweepSplitsOverTwoServers) {
+  ServerProcess a("rr_a"), b("rr_b");
+  ASSERT_GT(a.port(), 0) << ReadFile(a.log());
+  ASSERT_GT(b.port(), 0) << ReadFile(b.log());
+  ClientRun r = Client("--target=" + a.address() + "," + b.address() + " --format=json bench "
+                 "--seq-lens=8,16,24,32,40,48 --heads=2 --head-dims=16 --dtypes=float32 --backends=cpu "
+                 "--warmup=1 --repeats=3");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto doc = ParseJson(r.out);
+  std::map<std::string, int> per_replica;
+  for (const auto& c : doc.fields().at("cases").list_value().values()) {
+    EXPECT_EQ(c.struct_value().fields().at("status").string_value(), "OK");
+    ++per_replica[c.struct_value().fields().at("replica").string_value()];
+  }
+  EXPECT_EQ(per_replica.size(), 2u) << r.out;
+  EXPECT_GT(per_replica["ipv4:" + a.address()], 0);
+  EXPECT_GT(per_replica["ipv4:" + b.address()], 0);
+  ClientRun t = Client("--target=" + a.address() + "," + b.address() + " bench --seq-lens=8,16 --heads=2 "
+                 "--head-dims=16 --dtypes=float32 --backends=cpu --warmup=1 --repeats=3");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  EXPECT_NE(t.out.find("served by: "), std::string::npos) << t.out;
+}
+
+// ---- PNG decoding, enough for Chromium's screenshots: 8-bit RGB or RGBA, not interlaced. ----
+struct Image {
+  int width = 0, height = 0, channels = 0;
+  std::vector<uint8_t> pixels;
+};
+
+uint32_t BigEndian32(const std::string& s, size_t at) {
+  return (uint32_t{static_cast<uint8_t>(s[at])} << 24) | (uint32_t{static_cast<uint8_t>(s[at + 1])} << 16) |
+         (uint32_t{static_cast<uint8_t>(s[at + 2])} << 8) | uint32_t{static_cast<uint8_t>(s[at + 3])};
+}
+
+bool DecodePng(const std::string& file, Image& img, std::string& why) {
+  if (file.size() < 8 || file.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) return why = "not a PNG", false;
+  std::string idat;
+  int depth = 0, color = 0, interlace = 0;
+  for (size_t at = 8; at + 8 <= file.size();) {
+    const uint32_t len = BigEndian32(file, at);
+    const std::string type = file.substr(at + 4, 4);
+    if (at + 12 + len > file.size()) return why = "truncated chunk", false;
+    if (type == "IHDR") {
+      img.width = static_cast<int>(BigEndian32(file, at + 8));
+      img.height = static_cast<int>(BigEndian32(file, at + 12));
+      depth = static_cast<uint8_t>(file[at + 16]);
+      color = static_cast<uint8_t>(file[at + 17]);
+      interlace = static_cast<uint8_t>(file[at + 20]);
+    } else if (type == "IDAT") {
+      idat += file.substr(at + 8, len);
+    }
+    at += 12 + len;
+  }
+  if (depth != 8 || (color != 2 && color != 6) || interlace != 0) {
+    return why = absl::StrCat("PNG depth ", depth, " color type ", color, " interlace ", interlace), false;
+  }
+  img.channels = color == 6 ? 4 : 3;
+  const size_t stride = static_cast<size_t>(img.width) * img.channels;
+  std::vector<uint8_t> raw((stride + 1) * img.height);
+  uLongf raw_len = raw.size();
+  if (uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK ||
+      raw_len != raw.size()) {
+    return why = "zlib could not inflate the image data", false;
+  }
+  img.pixels.assign(stride * img.height, 0);
+  const int bpp = img.channels;
+  for (int y = 0; y < img.height; ++y) {
+    const uint8_t filter = raw[y * (stride + 1)];
+    const uint8_t* in = &raw[y * (stride + 1) + 1];
+    uint8_t* row = &img.pixels[y * stride];
+    const uint8_t* up = y > 0 ? &img.pixels[(y - 1) * stride] : nullptr;
+    for (size_t x = 0; x < stride; ++x) {
+      const int a = x >= static_cast<size_t>(bpp) ? row[x - bpp] : 0;
+      const int b = up ? up[x] : 0;
+      const int c = up && x >= static_cast<size_t>(bpp) ? up[x - bpp] : 0;
+      int pred = 0;
+      switch (filter) {
+        case 0: pred = 0; break;
+        case 1: pred = a; break;
+        case 2: pred = b; break;
+        case 3: pred = (a + b) / 2; break;
+        case 4: {
+          const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+          pred = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+          break;
+        }
+        default: return why = absl::StrCat("PNG filter ", int{filter}), false;
+      }
+      row[x] = static_cast<uint8_t>(in[x] + pred);
+    }
+  }
+  return true;
+}
+
+// Pixels within a small distance of `rgb` (anti-aliasing blends the edges of lines).
+int CountColor(const Image& img, uint32_t rgb) {
+  const int r = (rgb >> 16) & 0xff, g = (rgb >> 8) & 0xff, b = rgb & 0xff;
+  int n = 0;
+  for (size_t i = 0; i + 2 < img.pixels.size(); i += img.channels) {
+    if (std::abs(img.pixels[i] - r) + std::abs(img.pixels[i + 1] - g) + std::abs(img.pixels[i + 2] - b) < 24) ++n;
+  }
+  return n;
+}
+
+std::string FindChromium() {
+  for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
+    if (std::system(absl::StrCat("command -v ", name, " >/dev/null 2>&1").c_str()) == 0) return name;
+  }
+  return "";
+}
+
+// The report of a real run, rendered by headless Chromium: the page loads and the charts'
+// series colours (the first two: #0969da and #d1242f) are on screen.
+TEST_F(ClientE2E, ReportRendersItsChartsInHeadlessChromium) {
+  const std::string chromium = FindChromium();
+  if (chromium.empty()) GTEST_SKIP() << "chromium not installed (Debian package chromium; scripts/deps.sh --test installs it)";
+  const std::string dir = ::testing::TempDir() + "/report_out";
+  ClientRun r = Client(Target() + " bench --seq-lens=16,32,64 --batch-sizes=1,2 --heads=2 --head-dims=16 "
+                 "--dtypes=float32,bfloat16 --backends=cpu --warmup=1 --repeats=3 --out=" + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string png = dir + "/report.png";
+  const std::string cmd = absl::StrCat("timeout 120 ", chromium, " --headless --no-sandbox --disable-gpu ",
+                                       "--hide-scrollbars --window-size=1000,1600 --screenshot=", png,
+                                       " file://", dir, "/report.html >", dir, "/chromium.log 2>&1");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadFile(dir + "/chromium.log");
+  Image img;
+  std::string why;
+  ASSERT_TRUE(DecodePng(ReadFile(png), img, why)) << why;
+  EXPECT_EQ(img.width, 1000);
+  EXPECT_EQ(img.height, 1600);
+  EXPECT_GT(CountColor(img, 0x0969da), 200) << "first series colour not drawn; see " << png;
+  EXPECT_GT(CountColor(img, 0xd1242f), 200) << "second series colour not drawn; see " << png;
+  // Mostly white page with dark text: a blank or error page has no near-black pixels.
+  EXPECT_GT(CountColor(img, 0x1f2328), 500) << "no text on the page; see " << png;
+}
+
+}  // namespace
+}  // namespace attn::client

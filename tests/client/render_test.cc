@@ -1,0 +1,245 @@
+// The report renderers against golden files: a fixed synthetic run covering every section kind
+// (sequence and batch sweeps with an unsupported cell, MHA/GQA/MQA variants, a checked
+// correctness list, FP8 beside bf16, a failed case). ATTN_UPDATE_GOLDEN=1 rewrites the files;
+// review the diff before committing it.
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_split.h"
+#include "client/render.h"
+#include "client/report.h"
+
+namespace attn::client {
+namespace {
+
+v1::Shape MakeShape(int64_t b, int64_t t, int64_t n, int64_t k, int64_t h) {
+  v1::Shape s;
+  s.set_batch(b);
+  s.set_q_len(t);
+  s.set_num_heads(n);
+  s.set_num_kv_heads(k);
+  s.set_head_dim(h);
+  return s;
+}
+
+// One OK case whose median is `ms`; the other statistics follow from it so every column differs.
+CaseRecord Ok(const std::string& section, const v1::Shape& shape, v1::DType dtype, bool causal,
+              const std::string& backend, double ms, const std::string& replica) {
+  CaseRecord rec;
+  rec.replica = replica;
+  v1::CaseResult& r = rec.result;
+  v1::BenchmarkCase* c = r.mutable_case_();
+  c->set_section(section);
+  *c->mutable_shape() = shape;
+  c->set_dtype(dtype);
+  c->set_causal(causal);
+  c->set_backend(backend);
+  r.set_backend(backend == "auto" ? "cudnn" : backend);
+  r.set_status("OK");
+  v1::LatencyStats* st = r.mutable_stats();
+  st->set_count(50);
+  st->set_min_ms(ms * 0.95);
+  st->set_median_ms(ms);
+  st->set_mean_ms(ms * 1.01);
+  st->set_p10_ms(ms * 0.97);
+  st->set_p90_ms(ms * 1.05);
+  st->set_p99_ms(ms * 1.2);
+  st->set_stddev_ms(ms * 0.02);
+  const double flops = 4.0 * shape.batch() * shape.num_heads() * shape.q_len() * shape.q_len() *
+                       shape.head_dim() * (causal ? 0.5 : 1.0);
+  r.set_tflops(flops / (ms * 1e-3) / 1e12);
+  r.set_gbps(123.5);
+  r.set_workspace_bytes(4096);
+  r.set_peak_arena_bytes(1 << 20);
+  r.set_timing("cuda events");
+  r.set_input_sets(1);
+  r.set_max_abs_error(-1);
+  r.set_rel_l2_error(-1);
+  r.set_causal_first_diff(-1);
+  r.set_causal_last_diff(-1);
+  r.set_device(0);
+  r.set_device_name("NVIDIA H200");
+  r.set_hostname(replica == "ipv4:10.0.0.1:50051" ? "attn-0" : "attn-1");
+  return rec;
+}
+
+CaseRecord NotOk(CaseRecord rec, const std::string& status, const std::string& message) {
+  rec.result.set_status(status);
+  rec.result.set_message(message);
+  rec.result.set_backend(status == "FAILED_PRECONDITION" ? "" : rec.result.backend());
+  rec.result.clear_stats();
+  rec.result.set_tflops(0);
+  rec.result.set_gbps(0);
+  return rec;
+}
+
+Report Fixture() {
+  const std::string a = "ipv4:10.0.0.1:50051", b = "ipv4:10.0.0.2:50051";
+  Report rep;
+  rep.command = "attn-client bench --suite codelab --out report";
+  rep.target = "dns:///attn-headless:50051";
+  rep.created = "2026-12-03T10:00:00Z";
+  rep.wall_seconds = 12.5;
+  rep.server.set_version("0.1.0");
+  rep.server.set_hostname("attn-0");
+  rep.server.set_cuda_runtime_version(13000);
+  rep.server.set_cuda_driver_version(13000);
+  rep.server.set_cudnn_version("9.19.0");
+  v1::DeviceInfo* d = rep.server.add_devices();
+  d->set_index(0);
+  d->set_kind("cuda");
+  d->set_name("NVIDIA H200");
+  d->set_compute_capability(90);
+  rep.options.set_warmup(10);
+  rep.options.set_repeats(50);
+  int i = 0;
+  for (int64_t t : {64, 128, 256}) {
+    const v1::Shape s = MakeShape(4, t, 8, 8, 64);
+    rep.cases.push_back(Ok("sequence sweep", s, v1::FLOAT32, false, "naive", 0.01 * t, i++ % 2 ? b : a));
+    CaseRecord c = Ok("sequence sweep", s, v1::BFLOAT16, false, "cudnn", 0.002 * t, i++ % 2 ? b : a);
+    if (t == 256) c = NotOk(c, "FAILED_PRECONDITION", "cudnn: needs a CUDA device");
+    rep.cases.push_back(c);
+  }
+  for (int64_t batch : {1, 2, 4}) {
+    rep.cases.push_back(Ok("batch sweep", MakeShape(batch, 256, 8, 8, 64), v1::BFLOAT16, false,
+                           "cudnn", 0.03 * batch, i++ % 2 ? b : a));
+  }
+  for (int64_t k : {8, 2, 1}) {
+    rep.cases.push_back(Ok("MHA/GQA/MQA", MakeShape(2, 64, 8, k, 64), v1::BFLOAT16, false, "auto",
+                           0.01 + 0.001 * k, i++ % 2 ? b : a));
+  }
+  CaseRecord checked = Ok("correctness", MakeShape(4, 128, 8, 8, 64), v1::BFLOAT16, true, "cudnn",
+                          0.0123, a);
+  checked.result.set_max_abs_error(3.05e-3);
+  checked.result.set_rel_l2_error(1.7e-3);
+  checked.result.set_numerics("float32 naive on the device");
+  checked.result.set_causal_first_diff(0.41);
+  checked.result.set_causal_last_diff(0);
+  rep.cases.push_back(checked);
+  const v1::Shape fp8_shape = MakeShape(4, 2048, 8, 8, 64);
+  rep.cases.push_back(Ok("FP8 vs bf16", fp8_shape, v1::BFLOAT16, true, "cudnn", 0.25, a));
+  rep.cases.push_back(Ok("FP8 vs bf16", fp8_shape, v1::BFLOAT16, true, "cudnn_fp8", 0.17, b));
+  rep.cases.push_back(NotOk(Ok("FP8 vs bf16", fp8_shape, v1::FLOAT32, true, "naive", 1, a), "RESOURCE_EXHAUSTED",
+                            "arena: 8589934592 bytes needed but the arena holds only 4294967296"));
+  for (size_t n = 0; n < rep.cases.size(); ++n) {
+    rep.cases[n].result.set_index(static_cast<int>(n));
+    rep.cases[n].result.set_total(static_cast<int>(rep.cases.size()));
+  }
+  return rep;
+}
+
+std::string GoldenPath(const std::string& name) { return std::string(ATTN_CLIENT_GOLDEN_DIR "/") + name; }
+
+// Compares `actual` with the golden file line by line (the first differing line is the message),
+// or rewrites it under ATTN_UPDATE_GOLDEN=1.
+void ExpectGolden(const std::string& name, const std::string& actual) {
+  const std::string path = GoldenPath(name);
+  if (std::getenv("ATTN_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path << " is missing; run with ATTN_UPDATE_GOLDEN=1 to write it";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  if (expected.str() == actual) return;
+  std::vector<std::string> e = absl::StrSplit(expected.str(), '\n'), a = absl::StrSplit(actual, '\n');
+  for (size_t i = 0; i < std::max(e.size(), a.size()); ++i) {
+    const std::string el = i < e.size() ? e[i] : "<end>", al = i < a.size() ? a[i] : "<end>";
+    if (el != al) {
+      ADD_FAILURE() << name << " line " << i + 1 << ":\n  expected: " << el << "\n  actual:   " << al;
+      return;
+    }
+  }
+}
+
+TEST(Render, TablesMatchTheGoldenFile) { ExpectGolden("tables.txt", RenderTables(Fixture())); }
+TEST(Render, CsvMatchesTheGoldenFile) { ExpectGolden("results.csv", RenderCsv(Fixture())); }
+TEST(Render, JsonMatchesTheGoldenFile) { ExpectGolden("results.json", RenderJson(Fixture())); }
+
+TEST(Render, TablesHaveTheCodelabsTitlesAndUnits) {
+  const std::string t = RenderTables(Fixture());
+  EXPECT_NE(t.find("Attention timing — B=4, T=128, N=8, H=64"), std::string::npos) << t;
+  EXPECT_NE(t.find("Sequence-length sweep — B=4, N=8, H=64"), std::string::npos) << t;
+  EXPECT_NE(t.find("Batch-size sweep — T=256, N=8, H=64"), std::string::npos) << t;
+  EXPECT_NE(t.find("(ms)"), std::string::npos) << t;
+  EXPECT_NE(t.find("MQA"), std::string::npos) << t;
+}
+
+TEST(Render, CsvHasOneRowPerCaseAndEveryRowTheHeadersWidth) {
+  const Report rep = Fixture();
+  const std::string csv = RenderCsv(rep);
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), rep.cases.size() + 1);
+  // No field of the fixture holds a comma inside quotes except messages; count outside quotes.
+  auto fields = [](const std::string& line) {
+    int n = 1;
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') quoted = !quoted;
+      else if (c == ',' && !quoted) ++n;
+    }
+    return n;
+  };
+  const int width = fields(lines[0]);
+  for (const auto& l : lines) EXPECT_EQ(fields(l), width) << l;
+  for (const char* column : {"median_ms", "p90_ms", "tflops", "backend", "status", "replica", "hostname"}) {
+    EXPECT_NE(lines[0].find(column), std::string::npos) << column << " missing from " << lines[0];
+  }
+}
+
+TEST(Render, JsonParsesAndEachCaseCarriesItsStatisticsAndReplica) {
+  const Report rep = Fixture();
+  google::protobuf::Struct doc;
+  auto status = google::protobuf::util::JsonStringToMessage(RenderJson(rep), &doc);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(doc.fields().at("schema").string_value(), "attn.bench.v1");
+  const auto& cases = doc.fields().at("cases").list_value().values();
+  ASSERT_EQ(cases.size(), rep.cases.size());
+  std::set<std::string> replicas;
+  for (int i = 0; i < cases.size(); ++i) {
+    const auto& f = cases[i].struct_value().fields();
+    for (const char* key : {"status", "backend", "median_ms", "p10_ms", "p90_ms", "p99_ms", "min_ms",
+                            "mean_ms", "stddev_ms", "tflops", "replica", "hostname", "device_name"}) {
+      EXPECT_TRUE(f.contains(key)) << "case " << i << " lacks " << key;
+    }
+    replicas.insert(f.at("replica").string_value());
+    if (rep.cases[i].result.status() == "OK") {
+      EXPECT_DOUBLE_EQ(f.at("median_ms").number_value(), rep.cases[i].result.stats().median_ms());
+    }
+  }
+  EXPECT_EQ(replicas.size(), 2u);
+  EXPECT_EQ(doc.fields().at("summary").struct_value().fields().at("failed").number_value(), 1);
+}
+
+TEST(Render, HtmlIsSelfContainedAndHasEveryChart) {
+  const std::string html = RenderHtml(Fixture());
+  // (An SVG's xmlns names a namespace; nothing is fetched from it.)
+  for (const char* external : {"<script", "<link", "src=", "href=\"http", "url(", "@import"}) {
+    EXPECT_EQ(html.find(external), std::string::npos) << "external asset: " << external;
+  }
+  for (const char* part : {"Sequence-length sweep", "Batch-size sweep", "Attention timing",
+                           "MHA", "GQA", "MQA", "Correctness", "FP8 vs bf16", "<svg", "</html>"}) {
+    EXPECT_NE(html.find(part), std::string::npos) << part;
+  }
+  // Axis titles with units on the sweep charts.
+  EXPECT_NE(html.find("ms per call"), std::string::npos);
+  EXPECT_NE(html.find("Sequence length T"), std::string::npos);
+  EXPECT_NE(html.find("Batch size B"), std::string::npos);
+  // Text from the server is escaped, not injected.
+  Report rep = Fixture();
+  rep.server.set_cpu_fallback(true);
+  rep.server.set_note("<script>alert(1)</script>");
+  const std::string escaped = RenderHtml(rep);
+  EXPECT_EQ(escaped.find("<script>alert"), std::string::npos);
+  EXPECT_NE(escaped.find("&lt;script&gt;"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attn::client
