@@ -25,7 +25,7 @@ sed '/The following tests did not run/,$d' ctest.log | grep -vE 'Test +#[0-9]+: 
 total=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' ctest.log || true)
 skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*\*\*\*Skipped' ctest.log || true)
 echo "== $total tests: $((total - skipped)) ran, $skipped skipped; the reasons gtest gave:"
-for t in ./tests/attn_engine_tests ./tests/attn_server_tests; do
+for t in ./tests/attn_engine_tests ./tests/attn_server_tests ./tests/attn_client_tests; do
   [ -x "$t" ] || continue
   "$t" --gtest_brief=1 2>&1 | grep -A1 ': Skipped$' | grep -vE ': Skipped$|^--$' | sort | uniq -c || true
 done
