@@ -15,6 +15,7 @@ std::unique_ptr<Backend> MakeNaiveBackend();
 #endif
 #if ATTN_HAVE_CUDNN
 std::unique_ptr<Backend> MakeCudnnBackend();
+std::unique_ptr<Backend> MakeCudnnFp8Backend();
 std::string CudnnLibraryVersion();  // "9.19.0", from cudnnGetVersion()
 #endif
 
@@ -27,6 +28,11 @@ inline void AddBuiltinBackends(BackendRegistry& registry) {
   registry.Add(MakeNaiveBackend());
 #endif
   registry.Add(MakeCpuBackend());
+#if ATTN_HAVE_CUDNN
+  // Last: FP8 changes results far beyond rounding, so "auto" must never pick it (every problem
+  // it takes, cudnn takes first).
+  registry.Add(MakeCudnnFp8Backend());
+#endif
 }
 
 }  // namespace attn

@@ -11,7 +11,7 @@ TEST(Registry, ListsTheBuiltInBackendsFastestFirst) {
   std::vector<std::string> names;
   for (const auto& b : BackendRegistry::Default().backends()) names.push_back(b->name());
   if (ATTN_HAVE_CUDNN) {
-    EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "naive", "cpu"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "naive", "cpu", "cudnn_fp8"}));
   } else if (BuiltWithCuda()) {
     EXPECT_EQ(names, (std::vector<std::string>{"naive", "cpu"}));
   } else {
@@ -44,6 +44,9 @@ TEST(Registry, VerdictsGiveEveryBackendsReason) {
       EXPECT_EQ(v.support.message(), "cpu: runs on the host only; pick a GPU backend for a CUDA device");
     } else if (v.backend->name() == "cudnn") {  // kProblem is float32
       EXPECT_EQ(v.support.message(), "cudnn: cuDNN SDPA requires bfloat16 or float16 input; got float32");
+    } else if (v.backend->name() == "cudnn_fp8") {
+      EXPECT_EQ(v.support.message(),
+                "cudnn_fp8: takes bfloat16 or float16 input (quantised to E4M3 on the device); got float32");
     } else {
       EXPECT_TRUE(v.support.ok()) << v.backend->name() << ": " << v.support;
     }

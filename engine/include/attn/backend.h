@@ -13,11 +13,16 @@
 
 namespace attn {
 
+class Fp8RecipeState;  // attn/fp8.h
+
 // Per-call choices that do not change the result beyond rounding.
 struct RunOptions {
   // Backends with several candidate plans (cudnn) time each on the call's real buffers once per
   // problem and keep the fastest; later calls reuse it. Off: the library heuristic's first plan.
   bool autotune = false;
+  // FP8 backends (cudnn_fp8): the job's delayed-scaling state, read for this call's scales and
+  // updated with its amaxes. Null: scales from the current amaxes (an Attend). Others ignore it.
+  Fp8RecipeState* fp8_recipe = nullptr;
 };
 
 // One call of a backend. Tensors have been checked by ValidateTensors and live in the context's

@@ -1,0 +1,524 @@
+// `cudnn_fp8`: cuDNN's FP8 fused attention (sdpa_fp8 forward, inference) with TransformerEngine's
+// delayed scaling. The only translation unit of the backend that includes cudnn_frontend.h.
+//
+// One call, bf16/fp16 in and out:
+//   1. Q, K, V -> packed E4M3 in the workspace, one fused kernel that also records their amaxes
+//      (stateless calls and a recipe's first call first take the amaxes in a read-only pass and
+//      derive the scales from them: LaunchAmax + LaunchCurrentScales);
+//   2. sdpa_fp8 with descale_q/k/v/s, scale_s, scale_o, writing O in E4M3 and amax_s, amax_o
+//      (on Hopper cuDNN writes FP8 O only: bf16 output from this node is Blackwell-only);
+//   3. O -> bf16/fp16 with descale_o;
+//   4. with a recipe state, the DelayedScaling update on the device (LaunchRecipeUpdate).
+// All scalars live in device memory, so nothing waits for the host and CUDA-graph replays run
+// the recipe as eager calls do. Graphs are cached per device by (B, T, S, N, K, H, causal, scale):
+// cuDNN sees packed E4M3 tensors only, whatever the caller's dtype and strides.
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <algorithm>
+#include <chrono>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "absl/strings/str_format.h"
+#include "attn/fp8.h"
+#include "attn/timing.h"
+#include "backends.h"
+#include "cuda/check.h"
+#include "cudnn_fp8/fp8_kernels.h"
+
+namespace attn {
+namespace {
+
+namespace fe = cudnn_frontend;
+using fp8_internal::DeviceScalars;
+
+constexpr int64_t kPlanCacheCapacity = 256;
+// Tensor UIDs in the graph.
+constexpr int64_t kQ = 1, kK = 2, kV = 3, kO = 4, kDescaleQ = 5, kDescaleK = 6, kDescaleV = 7,
+                  kDescaleS = 8, kScaleS = 9, kScaleO = 10, kAmaxS = 11, kAmaxO = 12;
+
+// Everything the graph depends on (dtype does not: cuDNN sees E4M3 only).
+struct PlanKey {
+  int64_t b, t, s, n, k, h;
+  bool causal;
+  double scale;
+  bool operator==(const PlanKey& o) const {
+    return b == o.b && t == o.t && s == o.s && n == o.n && k == o.k && h == o.h &&
+           causal == o.causal && scale == o.scale;
+  }
+};
+PlanKey KeyOf(const AttentionProblem& p) {
+  return {p.batch, p.q_len, p.kv_len, p.num_heads, p.num_kv_heads, p.head_dim, p.causal,
+          p.EffectiveScale()};
+}
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    size_t h = std::hash<double>()(k.scale);
+    for (int64_t v : {k.b, k.t, k.s, k.n, k.k, k.h, static_cast<int64_t>(k.causal)}) {
+      h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    }
+    return h;
+  }
+};
+
+struct Plan {
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t workspace_bytes = 0;
+};
+
+absl::Status FeStatus(fe::error_t e, const char* what) {
+  if (e.is_good()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrFormat("cudnn_fp8: %s failed: %s", what, e.get_message()));
+}
+
+#define ATTN_FE_RETURN_IF_ERROR(expr, what)                            \
+  do {                                                                 \
+    if (absl::Status _s = FeStatus((expr), what); !_s.ok()) return _s; \
+  } while (0)
+
+int64_t Align(int64_t bytes) { return (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment; }
+
+// One device's cuDNN handle and FP8 plan cache.
+class Fp8State final : public BackendState {
+ public:
+  static absl::StatusOr<std::unique_ptr<BackendState>> Create(DeviceContext& context) {
+    auto state = std::make_unique<Fp8State>();
+    if (cudnnStatus_t s = cudnnCreate(&state->handle_); s != CUDNN_STATUS_SUCCESS) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "cudnn_fp8: cudnnCreate failed (%s); is libcudnn 9 on the library path?",
+          cudnnGetErrorString(s)));
+    }
+    if (cudnnStatus_t s = cudnnSetStream(state->handle_, context.stream()); s != CUDNN_STATUS_SUCCESS) {
+      return absl::InternalError(
+          absl::StrFormat("cudnn_fp8: cudnnSetStream failed (%s)", cudnnGetErrorString(s)));
+    }
+    return std::unique_ptr<BackendState>(std::move(state));
+  }
+  ~Fp8State() override {
+    if (handle_ != nullptr) cudnnDestroy(handle_);
+  }
+
+  // The cached plan for `p`, building it on a miss. Requires mu_ held.
+  absl::StatusOr<Plan*> GetLocked(const AttentionProblem& p) {
+    const PlanKey key = KeyOf(p);
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      ++hits_;
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return &it->second->second;
+    }
+    ++misses_;
+    const auto start = std::chrono::steady_clock::now();
+    auto plan = Build(p);
+    last_build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    build_seconds_ += last_build_seconds_;
+    if (!plan.ok()) return plan.status();
+    lru_.emplace_front(key, *std::move(plan));
+    index_[key] = lru_.begin();
+    if (static_cast<int64_t>(lru_.size()) > kPlanCacheCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return &lru_.front().second;
+  }
+
+  PlanCacheStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {hits_, misses_, static_cast<int64_t>(lru_.size()), kPlanCacheCapacity, build_seconds_,
+            last_build_seconds_};
+  }
+
+  std::mutex mu_;
+  cudnnHandle_t handle_ = nullptr;
+
+ private:
+  absl::StatusOr<Plan> Build(const AttentionProblem& p) {
+    auto graph = std::make_shared<fe::graph::Graph>();
+    graph->set_io_data_type(fe::DataType_t::FP8_E4M3)
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    // Packed BTNH as cuDNN's (B, heads, L, H) dims.
+    auto view = [&](const char* name, int64_t uid, int64_t l, int64_t heads) {
+      return graph->tensor(fe::graph::Tensor_attributes()
+                               .set_name(name)
+                               .set_uid(uid)
+                               .set_dim({p.batch, heads, l, p.head_dim})
+                               .set_stride({l * heads * p.head_dim, p.head_dim, heads * p.head_dim, 1}));
+    };
+    auto scalar = [&](const char* name, int64_t uid) {
+      return graph->tensor(fe::graph::Tensor_attributes()
+                               .set_name(name)
+                               .set_uid(uid)
+                               .set_dim({1, 1, 1, 1})
+                               .set_stride({1, 1, 1, 1})
+                               .set_data_type(fe::DataType_t::FLOAT));
+    };
+    auto q = view("Q", kQ, p.q_len, p.num_heads);
+    auto k = view("K", kK, p.kv_len, p.num_kv_heads);
+    auto v = view("V", kV, p.kv_len, p.num_kv_heads);
+    auto options = fe::graph::SDPA_fp8_attributes()
+                       .set_name("sdpa_fp8")
+                       .set_generate_stats(false)
+                       .set_attn_scale(static_cast<float>(p.EffectiveScale()));
+    if (p.causal) {
+      options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+    }
+    auto [o, stats, amax_s, amax_o] = graph->sdpa_fp8(
+        q, k, v, scalar("descale_q", kDescaleQ), scalar("descale_k", kDescaleK),
+        scalar("descale_v", kDescaleV), scalar("descale_s", kDescaleS), scalar("scale_s", kScaleS),
+        scalar("scale_o", kScaleO), options);
+    (void)stats;
+    o->set_output(true)
+        .set_uid(kO)
+        .set_data_type(fe::DataType_t::FP8_E4M3)
+        .set_dim({p.batch, p.num_heads, p.q_len, p.head_dim})
+        .set_stride({p.q_len * p.num_heads * p.head_dim, p.head_dim, p.num_heads * p.head_dim, 1});
+    for (auto& [amax, uid] : {std::pair{amax_s, kAmaxS}, std::pair{amax_o, kAmaxO}}) {
+      amax->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(
+          fe::DataType_t::FLOAT);
+    }
+    ATTN_FE_RETURN_IF_ERROR(graph->validate(), "graph validation");
+    ATTN_FE_RETURN_IF_ERROR(graph->build_operation_graph(handle_), "operation graph");
+    ATTN_FE_RETURN_IF_ERROR(graph->create_execution_plans({fe::HeurMode_t::A}), "heuristics");
+    if (auto e = graph->check_support(handle_); e.is_bad()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "cudnn_fp8: no cuDNN %d engine supports %s in FP8: %s", static_cast<int>(cudnnGetVersion()),
+          p.ToString(), e.get_message()));
+    }
+    ATTN_FE_RETURN_IF_ERROR(graph->build_plans(handle_, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
+                            "plan build");
+    Plan plan;
+    plan.graph = graph;
+    plan.workspace_bytes = graph->get_workspace_size();
+    return plan;
+  }
+
+  std::list<std::pair<PlanKey, Plan>> lru_;
+  std::unordered_map<PlanKey, std::list<std::pair<PlanKey, Plan>>::iterator, PlanKeyHash> index_;
+  int64_t hits_ = 0, misses_ = 0;
+  double build_seconds_ = 0, last_build_seconds_ = 0;
+};
+
+// Byte offsets of one call's pieces in the backend's workspace.
+struct Layout {
+  int64_t q8, k8, v8, o8, scalars, total;
+};
+Layout LayoutFor(const AttentionProblem& p, int64_t cudnn_bytes) {
+  Layout l;
+  l.q8 = Align(cudnn_bytes);
+  l.k8 = l.q8 + Align(QueryElements(p));
+  l.v8 = l.k8 + Align(KeyValueElements(p));
+  l.o8 = l.v8 + Align(KeyValueElements(p));
+  l.scalars = l.o8 + Align(QueryElements(p));
+  l.total = l.scalars + Align(sizeof(DeviceScalars));
+  return l;
+}
+
+fp8::Operand OperandOf(const TensorView& t, uint8_t* dst) {
+  fp8::Operand op{};
+  op.src = t.data;
+  op.dst = dst;
+  for (int i = 0; i < 4; ++i) {
+    op.shape[i] = t.shape[i];
+    op.strides[i] = t.strides[i];
+  }
+  return op;
+}
+
+// The quantise and dequantise kernels move 16 bytes per thread.
+absl::Status CheckVectorizable(const TensorView& t, const char* name) {
+  const bool aligned = reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.strides[0] % 8 == 0 &&
+                       t.strides[1] % 8 == 0 && t.strides[2] % 8 == 0;
+  if (aligned) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "cudnn_fp8: %s must start 16-byte aligned with strides that are multiples of 8 elements", name));
+}
+
+class CudnnFp8Backend final : public Backend {
+ public:
+  std::string name() const override { return "cudnn_fp8"; }
+  std::string description() const override {
+    return absl::StrFormat(
+        "cuDNN %d FP8 (E4M3) fused attention (sdpa_fp8 forward) via cudnn-frontend %d.%d, "
+        "TransformerEngine delayed scaling",
+        static_cast<int>(cudnnGetVersion()), CUDNN_FRONTEND_MAJOR_VERSION, CUDNN_FRONTEND_MINOR_VERSION);
+  }
+
+  // cuDNN's documented rules for FP8 SDPA forward (cudnn-frontend's support surface), as reasons.
+  absl::Status CheckSupport(const AttentionProblem& p, const DeviceInfo& device) const override {
+    if (device.kind != DeviceKind::kCuda) {
+      return absl::FailedPreconditionError("cudnn_fp8: needs a CUDA device");
+    }
+    if (device.cc_major < 9) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "cudnn_fp8: no detected FP8 support; requires Hopper/Blackwell-class GPU (compute "
+          "capability >= 9.0); device has %d.%d",
+          device.cc_major, device.cc_minor));
+    }
+    const size_t version = cudnnGetVersion();
+    if (version < 90100) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "cudnn_fp8: cuDNN FP8 SDPA needs cuDNN >= 9.1.0; the loaded library is %d",
+          static_cast<int>(version)));
+    }
+    if (version == 91000) {
+      return absl::FailedPreconditionError(
+          "cudnn_fp8: cuDNN 9.10.0 has no FP8 SDPA forward; use another 9.x release");
+    }
+    if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "cudnn_fp8: takes bfloat16 or float16 input (quantised to E4M3 on the device); got %s",
+          DTypeName(p.dtype)));
+    }
+    if (p.head_dim % 16 != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cudnn_fp8: head_dim must be a multiple of 16 for FP8; got %d", p.head_dim));
+    }
+    const int64_t max_head_dim = device.cc_major == 9 ? 256 : 128;
+    if (p.head_dim > max_head_dim) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cudnn_fp8: head_dim must be <= %d in FP8 on compute capability %d.%d; got %d",
+          max_head_dim, device.cc_major, device.cc_minor, p.head_dim));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext& context,
+                                         const RunOptions& options) const override {
+    auto plan = GetPlan(p, context);
+    if (!plan.ok()) return plan.status();
+    return LayoutFor(p, (*plan)->workspace_bytes).total;
+  }
+
+  absl::Status Run(const RunArgs& args) const override {
+    const AttentionProblem& p = args.problem;
+    const AttentionTensors& t = args.tensors;
+    if (t.out.memory != MemoryKind::kDevice) {
+      return absl::InvalidArgumentError("cudnn_fp8: tensors must be in device memory");
+    }
+    const std::pair<const TensorView*, const char*> views[] = {
+        {&t.q, "q"}, {&t.k, "k"}, {&t.v, "v"}, {&t.out, "out"}};
+    for (const auto& [view, name] : views) {
+      if (auto s = CheckVectorizable(*view, name); !s.ok()) return s;
+    }
+    auto state = State(args.context);
+    if (!state.ok()) return state.status();
+    Fp8State& st = **state;
+    std::lock_guard<std::mutex> lock(st.mu_);
+    auto plan = st.GetLocked(p);
+    if (!plan.ok()) return plan.status();
+    const Layout l = LayoutFor(p, (*plan)->workspace_bytes);
+    if (l.total > args.workspace_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cudnn_fp8: needs %d workspace bytes, %d were given", l.total, args.workspace_bytes));
+    }
+    char* ws = static_cast<char*>(args.workspace);
+    auto* q8 = reinterpret_cast<uint8_t*>(ws + l.q8);
+    auto* k8 = reinterpret_cast<uint8_t*>(ws + l.k8);
+    auto* v8 = reinterpret_cast<uint8_t*>(ws + l.v8);
+    auto* o8 = reinterpret_cast<uint8_t*>(ws + l.o8);
+    const CudaStream stream = args.context.stream();
+
+    // Where the scalars live: the job's recipe state, or this call's workspace.
+    Fp8RecipeState* recipe = args.options.fp8_recipe;
+    DeviceScalars* s = nullptr;
+    float* history = nullptr;
+    bool current = true;
+    int margin = 0;
+    if (recipe != nullptr) {
+      if (auto v = ValidateDelayedScaling(recipe->recipe()); !v.ok()) return v;
+      if (recipe->calls_issued() == 0) {
+        // A graph's replays would repeat the first call's zeroing and current-amax scales.
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        ATTN_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+        if (capture != cudaStreamCaptureStatusNone) {
+          return absl::FailedPreconditionError(
+              "cudnn_fp8: the first call with an FP8 recipe state must run eagerly, not in a "
+              "CUDA-graph capture");
+        }
+      }
+      if (recipe->device_block().data() == nullptr) {
+        auto block = args.context.arena().Allocate(Fp8RecipeState::DeviceBytes(recipe->recipe()));
+        if (!block.ok()) return block.status();
+        ATTN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(block->data(), 0, block->size(), stream));
+        recipe->device_block() = *std::move(block);
+        recipe->set_device_context(&args.context);
+      } else if (recipe->device_context() != &args.context) {
+        return absl::InvalidArgumentError(
+            "cudnn_fp8: an FP8 recipe state belongs to the context of its first call");
+      }
+      s = static_cast<DeviceScalars*>(recipe->device_block().data());
+      history = reinterpret_cast<float*>(s + 1);
+      current = recipe->calls_issued() == 0;
+      margin = recipe->recipe().margin;
+    } else {
+      s = reinterpret_cast<DeviceScalars*>(ws + l.scalars);
+      ATTN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s, 0, sizeof(DeviceScalars), stream));
+    }
+    const fp8::HalfType type =
+        p.dtype == DType::kBFloat16 ? fp8::HalfType::kBFloat16 : fp8::HalfType::kFloat16;
+    const fp8::Operand ops[3] = {OperandOf(t.q, q8), OperandOf(t.k, k8), OperandOf(t.v, v8)};
+    if (current) {
+      ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchAmax(type, ops, s, stream));
+      ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchCurrentScales(s, margin, nullptr, stream));
+    }
+    ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchQuantize(type, ops, s, stream));
+    if (auto e = Execute(st, **plan, q8, k8, v8, o8, &s->descale[kFp8Q].value,
+                         &s->descale[kFp8K].value, &s->descale[kFp8V].value, s, args.workspace);
+        !e.ok()) {
+      return e;
+    }
+    int64_t shape[4], strides[4];
+    for (int i = 0; i < 4; ++i) {
+      shape[i] = t.out.shape[i];
+      strides[i] = t.out.strides[i];
+    }
+    ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchDequantize(type, o8, t.out.data, shape, strides, s, stream));
+    if (recipe != nullptr) {
+      ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchRecipeUpdate(
+          s, history, recipe->recipe().amax_history_len,
+          recipe->recipe().amax_compute_algo == AmaxComputeAlgo::kMostRecent, margin, stream));
+      recipe->CountCall();
+    }
+    return absl::OkStatus();
+  }
+
+  std::optional<PlanCacheStats> plan_cache_stats(DeviceContext& context) const override {
+    auto state = State(context);
+    if (!state.ok()) return std::nullopt;
+    return (*state)->Stats();
+  }
+
+  // sdpa_fp8 on packed E4M3 q, k, v into o, with S and O scaled by s's slots and amax_s, amax_o
+  // written to them. Requires st.mu_ held.
+  static absl::Status Execute(Fp8State& st, Plan& plan, const void* q, const void* k, const void* v,
+                              void* o, const float* descale_q, const float* descale_k,
+                              const float* descale_v, DeviceScalars* s, void* workspace) {
+    std::unordered_map<int64_t, void*> pack{
+        {kQ, const_cast<void*>(q)},
+        {kK, const_cast<void*>(k)},
+        {kV, const_cast<void*>(v)},
+        {kO, o},
+        {kDescaleQ, const_cast<float*>(descale_q)},
+        {kDescaleK, const_cast<float*>(descale_k)},
+        {kDescaleV, const_cast<float*>(descale_v)},
+        {kDescaleS, &s->descale[kFp8S].value},
+        {kScaleS, &s->scale[kFp8S].value},
+        {kScaleO, &s->scale[kFp8O].value},
+        {kAmaxS, &s->amax[kFp8S].value},
+        {kAmaxO, &s->amax[kFp8O].value}};
+    ATTN_FE_RETURN_IF_ERROR(plan.graph->execute(st.handle_, pack, workspace), "execute");
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Fp8State*> State(DeviceContext& context) const {
+    auto state = context.GetBackendState(this, [&] { return Fp8State::Create(context); });
+    if (!state.ok()) return state.status();
+    return static_cast<Fp8State*>(*state);
+  }
+
+  absl::StatusOr<Plan*> GetPlan(const AttentionProblem& p, DeviceContext& context) const {
+    auto state = State(context);
+    if (!state.ok()) return state.status();
+    std::lock_guard<std::mutex> lock((*state)->mu_);
+    return (*state)->GetLocked(p);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeCudnnFp8Backend() { return std::make_unique<CudnnFp8Backend>(); }
+
+absl::Status RunAttentionE4M3(const AttentionProblem& p, const Fp8AttentionTensors& t,
+                              DeviceContext& context) {
+  if (auto s = ValidateProblem(p); !s.ok()) return s;
+  // The registered instance, so the E4M3 path shares the backend's plan cache and handle.
+  const Backend* registered = BackendRegistry::Default().Find("cudnn_fp8");
+  if (registered == nullptr) return absl::FailedPreconditionError("cudnn_fp8: not registered");
+  const auto& backend = static_cast<const CudnnFp8Backend&>(*registered);
+  if (auto s = backend.CheckSupport(p, context.info()); !s.ok()) return s;
+  for (const void* ptr : {t.q, t.k, t.v, static_cast<const void*>(t.out)}) {
+    if (ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
+      return absl::InvalidArgumentError("cudnn_fp8: E4M3 q, k, v and out must be non-null and 16-byte aligned");
+    }
+  }
+  if (t.descale_q == nullptr || t.descale_k == nullptr || t.descale_v == nullptr ||
+      t.descale_o == nullptr) {
+    return absl::InvalidArgumentError("cudnn_fp8: descale_q, descale_k, descale_v and descale_o are required");
+  }
+  auto state = backend.State(context);
+  if (!state.ok()) return state.status();
+  Fp8State& st = **state;
+  std::lock_guard<std::mutex> lock(st.mu_);
+  auto plan = st.GetLocked(p);
+  if (!plan.ok()) return plan.status();
+  const int64_t cudnn_bytes = Align((*plan)->workspace_bytes);
+  auto block = context.arena().Allocate(cudnn_bytes + Align(sizeof(DeviceScalars)));
+  if (!block.ok()) return block.status();
+  char* ws = static_cast<char*>(block->data());
+  auto* s = reinterpret_cast<DeviceScalars*>(ws + cudnn_bytes);
+  const CudaStream stream = context.stream();
+  ATTN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s, 0, sizeof(DeviceScalars), stream));
+  ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchCurrentScales(s, 0, t.descale_v, stream));
+  if (auto e = CudnnFp8Backend::Execute(st, **plan, t.q, t.k, t.v, t.out, t.descale_q, t.descale_k,
+                                        t.descale_v, s, ws);
+      !e.ok()) {
+    return e;
+  }
+  ATTN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.descale_o, &s->descale[kFp8O].value, 4,
+                                            cudaMemcpyDeviceToDevice, stream));
+  if (t.amax_s != nullptr) {
+    ATTN_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(t.amax_s, &s->amax[kFp8S].value, 4, cudaMemcpyDeviceToDevice, stream));
+  }
+  if (t.amax_o != nullptr) {
+    ATTN_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(t.amax_o, &s->amax[kFp8O].value, 4, cudaMemcpyDeviceToDevice, stream));
+  }
+  // The block goes back to the arena while the work may be queued: safe, as in RunAttention
+  // (everything that can reuse it is ordered after it on the context's one stream).
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> TimeFp8Quantize(const AttentionProblem& p, const void* q, const void* k,
+                                       const void* v, DeviceContext& context, int repeats) {
+  if (context.info().kind != DeviceKind::kCuda) {
+    return absl::FailedPreconditionError("cudnn_fp8: quantise timing needs a CUDA device");
+  }
+  if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) {
+    return absl::InvalidArgumentError("cudnn_fp8: quantise timing takes bfloat16 or float16 inputs");
+  }
+  const Layout l = LayoutFor(p, 0);
+  auto block = context.arena().Allocate(l.total);
+  if (!block.ok()) return block.status();
+  auto* base = static_cast<uint8_t*>(block->data());
+  auto* s = reinterpret_cast<DeviceScalars*>(base + l.scalars);
+  const CudaStream stream = context.stream();
+  const AttentionTensors t = PackedTensors(p, MemoryKind::kDevice, const_cast<void*>(q),
+                                           const_cast<void*>(k), const_cast<void*>(v), nullptr);
+  const fp8::Operand ops[3] = {OperandOf(t.q, base + l.q8), OperandOf(t.k, base + l.k8),
+                               OperandOf(t.v, base + l.v8)};
+  const fp8::HalfType type =
+      p.dtype == DType::kBFloat16 ? fp8::HalfType::kBFloat16 : fp8::HalfType::kFloat16;
+  // Real scales first (from the inputs' amaxes), so the timed kernel converts real values.
+  ATTN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s, 0, sizeof(DeviceScalars), stream));
+  ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchAmax(type, ops, s, stream));
+  ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchCurrentScales(s, 0, nullptr, stream));
+  auto times = TimeOnDevice(
+      context,
+      [&]() -> absl::Status {
+        ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchQuantize(type, ops, s, stream));
+        return absl::OkStatus();
+      },
+      3, std::max(1, repeats));
+  if (!times.ok()) return times.status();
+  std::vector<double> sorted = *times;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+}  // namespace attn
