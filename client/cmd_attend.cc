@@ -16,6 +16,7 @@
 #include "client/commands.h"
 #include "client/npy.h"
 #include "client/report.h"
+#include "proto/convert.h"
 
 namespace attn::client {
 namespace {
@@ -188,7 +189,7 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
   s->set_num_heads(in.problem.num_heads);
   s->set_num_kv_heads(in.problem.num_kv_heads);
   s->set_head_dim(in.problem.head_dim);
-  req.set_dtype(*dtype == DType::kFloat32 ? v1::FLOAT32 : *dtype == DType::kBFloat16 ? v1::BFLOAT16 : v1::FLOAT16);
+  req.set_dtype(DTypeToProto(*dtype));
   req.set_causal(causal);
   req.set_scale(*scale);
   req.set_backend(args.Get("backend"));

@@ -27,6 +27,7 @@
 #include "client/commands.h"
 #include "client/progress.h"
 #include "client/render.h"
+#include "proto/convert.h"
 
 namespace attn::client {
 namespace {
@@ -35,30 +36,10 @@ std::atomic<bool> g_interrupted{false};
 
 void OnSigint(int) { g_interrupted.store(true); }
 
-v1::DType ToProto(DType d) {
-  return d == DType::kFloat32 ? v1::FLOAT32 : d == DType::kBFloat16 ? v1::BFLOAT16 : v1::FLOAT16;
-}
-
-v1::BenchmarkCase ToProto(const BenchCase& c) {
-  v1::BenchmarkCase out;
-  out.set_section(c.section);
-  v1::Shape* s = out.mutable_shape();
-  s->set_batch(c.problem.batch);
-  s->set_q_len(c.problem.q_len);
-  s->set_kv_len(c.problem.kv_len);
-  s->set_num_heads(c.problem.num_heads);
-  s->set_num_kv_heads(c.problem.num_kv_heads);
-  s->set_head_dim(c.problem.head_dim);
-  out.set_dtype(ToProto(c.problem.dtype));
-  out.set_causal(c.problem.causal);
-  out.set_backend(c.backend);
-  return out;
-}
-
 absl::StatusOr<v1::DType> ParseDTypeFlag(const std::string& name) {
   auto d = ParseDType(name);
   if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("--dtypes: ", d.status().message()));
-  return ToProto(*d);
+  return DTypeToProto(*d);
 }
 
 // The cases of --suite (expanded for the server's device kind, as the server would) or of the
@@ -80,7 +61,7 @@ absl::StatusOr<std::vector<v1::BenchmarkCase>> BuildCases(const ParsedArgs& args
     }
     auto cases = ExpandSuite(suite, di);
     if (!cases.ok()) return cases.status();
-    for (const auto& c : *cases) out.push_back(ToProto(c));
+    for (const auto& c : *cases) out.push_back(CaseToProto(c));
     return out;
   }
   auto seq = args.GetIntList("seq_lens");

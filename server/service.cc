@@ -8,6 +8,7 @@
 #include "attn/attention.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
+#include "proto/convert.h"
 #include "server/log.h"
 #include "server/status_map.h"
 
@@ -16,23 +17,6 @@ namespace v1 = attention::v1;
 namespace {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-void ShapeToProto(const AttentionProblem& p, v1::Shape* s) {
-  s->set_batch(p.batch);
-  s->set_q_len(p.q_len);
-  s->set_kv_len(p.kv_len);
-  s->set_num_heads(p.num_heads);
-  s->set_num_kv_heads(p.num_kv_heads);
-  s->set_head_dim(p.head_dim);
-}
-
-void CaseToProto(const BenchCase& c, v1::BenchmarkCase* out) {
-  out->set_section(c.section);
-  ShapeToProto(c.problem, out->mutable_shape());
-  out->set_dtype(DTypeToProto(c.problem.dtype));
-  out->set_causal(c.problem.causal);
-  out->set_backend(c.backend);
-}
 
 }  // namespace
 
@@ -128,7 +112,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     v1::RunBenchmarkEvent started;
     started.mutable_case_started()->set_index(static_cast<int>(index));
     started.mutable_case_started()->set_total(total);
-    CaseToProto(c, started.mutable_case_started()->mutable_case_());
+    *started.mutable_case_started()->mutable_case_() = CaseToProto(c);
     Send(std::move(started));
 
     BenchOptions options = options_;
@@ -170,7 +154,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     v1::CaseResult* out = event.mutable_result();
     out->set_index(index);
     out->set_total(total);
-    CaseToProto(r.bench_case, out->mutable_case_());
+    *out->mutable_case_() = CaseToProto(r.bench_case);
     out->set_backend(r.backend);
     out->set_status(CodeName(r.status.code()));
     out->set_message(std::string(r.status.message()));

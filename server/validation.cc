@@ -40,15 +40,6 @@ absl::StatusOr<DType> DTypeFromProto(v1::DType dtype, const std::string& field) 
   }
 }
 
-v1::DType DTypeToProto(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32: return v1::FLOAT32;
-    case DType::kBFloat16: return v1::BFLOAT16;
-    case DType::kFloat16: return v1::FLOAT16;
-  }
-  return v1::DTYPE_UNSPECIFIED;
-}
-
 absl::StatusOr<AttentionProblem> ProblemFromProto(const v1::Shape& shape, v1::DType dtype,
                                                   bool causal, double scale,
                                                   const std::string& field) {

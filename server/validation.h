@@ -45,8 +45,7 @@ absl::StatusOr<std::vector<BenchCase>> BenchCasesFromRequest(
     const attention::v1::RunBenchmarkRequest& request, const DeviceInfo& device,
     const RequestLimits& limits);
 
-// proto <-> engine dtype. DTYPE_UNSPECIFIED and unknown values are InvalidArgument on `field`.
+// proto -> engine dtype (proto/convert.h has the other way). DTYPE_UNSPECIFIED and unknown values are InvalidArgument on `field`.
 absl::StatusOr<DType> DTypeFromProto(attention::v1::DType dtype, const std::string& field);
-attention::v1::DType DTypeToProto(DType dtype);
 
 }  // namespace attn::server
