@@ -40,11 +40,15 @@ ABSL_FLAG(int, repeats, 50, "timed calls; the median is reported");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the normal(0, 1) inputs");
 ABSL_FLAG(int64_t, arena_mib, 8192, "device arena size in MiB");
 ABSL_FLAG(std::string, suite, "", "run a named suite (codelab, large) through the engine's runner instead");
+ABSL_FLAG(std::string, sections, "", "with --suite: comma list of the suite's sections to run (default: all)");
 ABSL_FLAG(double, case_budget_s, 2.0, "with --suite: stop timing a case after this much device time");
 ABSL_FLAG(bool, graph, false, "with --suite: time CUDA-graph replays instead of eager calls");
 ABSL_FLAG(bool, check_numerics, false, "with --suite: compare outputs with the float64 cpu backend");
 ABSL_FLAG(int, rotate_inputs, 1, "with --suite: input sets cycled call by call (keeps small problems out of a warm L2)");
 ABSL_FLAG(std::string, format, "table", "with --suite: table, csv or json");
+ABSL_FLAG(int, fp8_margin, 0, "cudnn_fp8 DelayedScaling margin: scale = (448 / amax) / 2^margin");
+ABSL_FLAG(int, fp8_amax_history_len, 1024, "cudnn_fp8 DelayedScaling amax_history_len");
+ABSL_FLAG(std::string, fp8_amax_compute_algo, "max", "cudnn_fp8 DelayedScaling amax_compute_algo: max or most_recent");
 ABSL_FLAG(bool, list, false, "list backends with their verdict for the first case, then exit");
 
 namespace {
@@ -62,6 +66,32 @@ std::string Quoted(const std::string& s) {
     if (static_cast<unsigned char>(c) >= 0x20) out += c;
   }
   return out + "\"";
+}
+
+// The DelayedScaling recipe from the --fp8_* flags (HYBRID: E4M3 forward, as the codelab's).
+absl::StatusOr<attn::DelayedScaling> RecipeFromFlags() {
+  attn::DelayedScaling recipe;
+  recipe.margin = absl::GetFlag(FLAGS_fp8_margin);
+  recipe.amax_history_len = absl::GetFlag(FLAGS_fp8_amax_history_len);
+  const std::string algo = absl::GetFlag(FLAGS_fp8_amax_compute_algo);
+  if (algo == "max") {
+    recipe.amax_compute_algo = attn::AmaxComputeAlgo::kMax;
+  } else if (algo == "most_recent") {
+    recipe.amax_compute_algo = attn::AmaxComputeAlgo::kMostRecent;
+  } else {
+    return absl::InvalidArgumentError("--fp8_amax_compute_algo: expected max or most_recent; got " + algo);
+  }
+  if (auto s = attn::ValidateDelayedScaling(recipe); !s.ok()) return s;
+  return recipe;
+}
+
+// "q 1.2e+02 k ... o ..." for five per-tensor values.
+std::string Fp8List(const attn::Fp8Values& v) {
+  std::string out;
+  for (int i = 0; i < attn::kNumFp8Tensors; ++i) {
+    absl::StrAppend(&out, i ? " " : "", attn::Fp8TensorName(i), " ", absl::StrFormat("%.4g", v[i]));
+  }
+  return out;
 }
 
 // One result as (column, value) pairs, the same columns for CSV and JSON.
@@ -88,7 +118,14 @@ std::vector<std::pair<std::string, std::string>> Fields(const attn::BenchResult&
           {"max_abs_error", num(r.max_abs_error)}, {"rel_l2_error", num(r.rel_l2_error)},
           {"numerics", Quoted(r.numerics_note)},
           {"causal_first_diff", num(r.causal_first_diff)},
-          {"causal_last_diff", num(r.causal_last_diff)}, {"device", Quoted(device)}};
+          {"causal_last_diff", num(r.causal_last_diff)},
+          {"fp8_recipe", Quoted(r.fp8_recipe)},
+          {"fp8_used_scale", Quoted(r.fp8_recipe.empty() ? "" : Fp8List(r.fp8_state.used_scale))},
+          {"fp8_seen_amax", Quoted(r.fp8_recipe.empty() ? "" : Fp8List(r.fp8_state.seen_amax))},
+          {"fp8_next_scale", Quoted(r.fp8_recipe.empty() ? "" : Fp8List(r.fp8_state.next_scale))},
+          {"fp8_updates", absl::StrCat(r.fp8_state.updates)},
+          {"fp8_quantize_ms", num(r.fp8_quantize_ms)},
+          {"fp8_vs_cudnn_max_diff", num(r.fp8_vs_cudnn_max_diff)}, {"device", Quoted(device)}};
 }
 
 // Runs a named suite with the engine's runner: a table per section as cases finish, or CSV /
@@ -96,6 +133,17 @@ std::vector<std::pair<std::string, std::string>> Fields(const attn::BenchResult&
 int RunSuite(attn::DeviceContext& context) {
   auto cases = attn::ExpandSuite(absl::GetFlag(FLAGS_suite), context.info());
   if (!cases.ok()) return Fail(cases.status());
+  if (const std::string sections = absl::GetFlag(FLAGS_sections); !sections.empty()) {
+    const std::vector<std::string> keep = absl::StrSplit(sections, ',');
+    std::vector<attn::BenchCase> kept;
+    for (const auto& c : *cases) {
+      if (std::find(keep.begin(), keep.end(), c.section) != keep.end()) kept.push_back(c);
+    }
+    if (kept.empty()) {
+      return Fail(absl::InvalidArgumentError("--sections: no case of the suite is in " + sections));
+    }
+    *cases = std::move(kept);
+  }
   const std::string format = absl::GetFlag(FLAGS_format);
   if (format != "table" && format != "csv" && format != "json") {
     return Fail(absl::InvalidArgumentError("--format: expected table, csv or json; got " + format));
@@ -109,6 +157,9 @@ int RunSuite(attn::DeviceContext& context) {
   options.cuda_graph = absl::GetFlag(FLAGS_graph);
   options.check_numerics = absl::GetFlag(FLAGS_check_numerics);
   options.rotate_inputs = absl::GetFlag(FLAGS_rotate_inputs);
+  auto recipe = RecipeFromFlags();
+  if (!recipe.ok()) return Fail(recipe.status());
+  options.fp8_recipe = *recipe;
   std::string section;
   const bool table = format == "table";
   auto results = attn::RunBenchmark(
@@ -137,6 +188,17 @@ int RunSuite(attn::DeviceContext& context) {
             std::printf("%-9s causal vs full, max diff: first (t=0) %.4f (large: causal restricts "
                         "to self only); last (t=T-1) %.2e (~0: attends to all positions either way)\n",
                         "", r.causal_first_diff, r.causal_last_diff);
+          }
+          if (!r.fp8_recipe.empty()) {
+            std::printf("%-9s fp8 %s, %lld calls recorded; quantise %.4f ms of the median; "
+                        "max |fp8 - cudnn| %s\n%-9s   scales used: %s\n%-9s   amaxes seen: %s\n",
+                        "", r.fp8_recipe.c_str(), static_cast<long long>(r.fp8_state.updates),
+                        r.fp8_quantize_ms,
+                        r.fp8_vs_cudnn_max_diff >= 0
+                            ? absl::StrFormat("%.2e", r.fp8_vs_cudnn_max_diff).c_str()
+                            : "-",
+                        "", Fp8List(r.fp8_state.used_scale).c_str(), "",
+                        Fp8List(r.fp8_state.seen_amax).c_str());
           }
         }
         std::fflush(stdout);
@@ -225,6 +287,8 @@ int main(int argc, char** argv) {
               "min ms", "p90 ms", "TFLOP/s", "GB/s*", "workspace MB", "plan ms");
   attn::RunOptions run_options;
   run_options.autotune = absl::GetFlag(FLAGS_autotune);
+  auto recipe = RecipeFromFlags();
+  if (!recipe.ok()) return Fail(recipe.status());
   for (const auto& p : problems) {
     auto buffers = attn::AllocatePacked(p, context);
     if (!buffers.ok()) return Fail(buffers.status());
@@ -239,9 +303,15 @@ int main(int argc, char** argv) {
                     std::string(backend.status().message()).c_str());
         continue;
       }
+      // cudnn_fp8: one recipe state per (shape, backend), as the runner holds per case, so the
+      // timed calls use delayed scales.
+      attn::Fp8RecipeState fp8_state(*recipe);
+      attn::RunOptions call_options = run_options;
+      const bool fp8 = (*backend)->name() == "cudnn_fp8";
+      if (fp8) call_options.fp8_recipe = &fp8_state;
       const auto before = (*backend)->plan_cache_stats(context);
       auto times = attn::TimeOnDevice(
-          context, [&] { return attn::RunAttention(**backend, p, tensors, context, run_options); },
+          context, [&] { return attn::RunAttention(**backend, p, tensors, context, call_options); },
           absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_repeats));
       if (!times.ok()) return Fail(times.status());
       if (auto s = context.Synchronize(); !s.ok()) return Fail(s);
@@ -257,6 +327,17 @@ int main(int argc, char** argv) {
                   attn::AttentionFlops(p) / (median * 1e9),
                   attn::AttentionMinBytes(p) / (median * 1e6),
                   static_cast<double>(workspace.value_or(0)) / (1 << 20), plan_ms);
+      if (fp8) {
+        auto state = fp8_state.Read(context);
+        if (!state.ok()) return Fail(state.status());
+        auto quantize = attn::TimeFp8Quantize(p, tensors.q.data, tensors.k.data, tensors.v.data,
+                                              context, absl::GetFlag(FLAGS_repeats));
+        if (!quantize.ok()) return Fail(quantize.status());
+        std::printf("%-7s fp8 %s, %lld calls recorded; quantise step alone %.4f ms (in the median)\n"
+                    "%-7s   scales used: %s\n%-7s   amaxes seen: %s\n",
+                    "", recipe->ToString().c_str(), static_cast<long long>(state->updates), *quantize,
+                    "", Fp8List(state->used_scale).c_str(), "", Fp8List(state->seen_amax).c_str());
+      }
     }
   }
   std::printf("* GB/s counts the fewest bytes (Q, K, V read once, out written once)\n");

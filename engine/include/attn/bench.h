@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "attn/backend.h"
 #include "attn/device.h"
+#include "attn/fp8.h"
 #include "attn/problem.h"
 #include "attn/tensor.h"
 
@@ -57,6 +58,11 @@ struct BenchOptions {
   // Input sets cycled through call by call (1: the same buffers every call, as the peers time);
   // several sets keep small problems from being timed out of a warm L2 cache.
   int rotate_inputs = 1;
+  // The DelayedScaling recipe of cudnn_fp8 cases. The job holds one recipe state per such case
+  // (TE's per-module state: the case is one module called over and over), passed to every call
+  // of the case (warm-up, numerics check, timed calls, graph replays), so after the first call
+  // each one quantises with the delayed scales its predecessors' amaxes gave.
+  DelayedScaling fp8_recipe;
 };
 
 inline constexpr double kMaxNumericsFlops = 4e9;
@@ -84,6 +90,18 @@ struct BenchResult {
   // every key either way), the codelab's causal-effect rows. -1 when not computed.
   double causal_first_diff = -1;
   double causal_last_diff = -1;
+  // cudnn_fp8 cases: the recipe (DelayedScaling::ToString) and its state after the case's last
+  // call, read back from the device: the scales that call quantised Q, K, V, S and O with, the
+  // amaxes it saw, the scales a next call would use, and the calls recorded. Empty recipe and
+  // zeros for other backends.
+  std::string fp8_recipe;
+  Fp8Snapshot fp8_state;
+  // The quantise step alone (Q, K, V to E4M3 with amaxes, one kernel; included in `stats`),
+  // median device time in ms; -1 when not measured.
+  double fp8_quantize_ms = -1;
+  // With check_numerics: max |out - cudnn bf16/fp16 out| on the same inputs, the codelab's
+  // "Max |TE bf16 - TE FP8 autocast|" row; -1 when not computed.
+  double fp8_vs_cudnn_max_diff = -1;
 };
 
 // Fills `count` elements of `dtype` at `dst`, memory of `context`, with the runner's inputs:
@@ -106,7 +124,8 @@ absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
                         const AttentionTensors& t, uint64_t seed);
 
 // InvalidArgument naming the field: warmup in [0, 10000], repeats in [1, 100000],
-// case_budget_s in (0, 3600], graph_calls in [1, 1000], rotate_inputs in [1, 64].
+// case_budget_s in (0, 3600], graph_calls in [1, 1000], rotate_inputs in [1, 64], and the
+// fp8_recipe's own rules (ValidateDelayedScaling).
 absl::Status ValidateBenchOptions(const BenchOptions& options);
 
 // Called after each case with (index, total, result).

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "attn/attention.h"
 #include "attn/bench.h"
+#include "attn/fp8.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
 #include "bench/normal_fill.h"
@@ -143,6 +144,31 @@ void CausalEffect(const Backend& backend, const AttentionProblem& p, const Atten
   r.causal_last_diff = max_diff_at(p.q_len - 1);
 }
 
+// The codelab's "Max |TE bf16 - TE FP8 autocast|" row: the cudnn backend (bf16/fp16) on the
+// same inputs as an FP8 case, and the largest difference from the FP8 output `fp8_out`.
+void Fp8VersusCudnn(const AttentionProblem& p, const AttentionTensors& t,
+                    const std::vector<uint8_t>& fp8_out, DeviceContext& context, BenchResult& r) {
+  const Backend* cudnn = BackendRegistry::Default().Find("cudnn");
+  if (cudnn == nullptr || !cudnn->CheckSupport(p, context.info()).ok()) return;
+  const int64_t bytes = QueryElements(p) * DTypeSize(p.dtype);
+  auto out = context.arena().Allocate(bytes);
+  if (!out.ok()) return;
+  AttentionTensors tc = t;
+  tc.out.data = out->data();
+  std::vector<uint8_t> want(static_cast<size_t>(bytes));
+  if (!RunAttention(*cudnn, p, tc, context).ok() ||
+      !context.CopyToHost(want.data(), out->data(), bytes).ok()) {
+    return;
+  }
+  double m = 0;
+  for (int64_t i = 0; i < QueryElements(p); ++i) {
+    const double d = std::fabs(LoadAsDouble(fp8_out.data(), p.dtype, i) -
+                               LoadAsDouble(want.data(), p.dtype, i));
+    m = std::isnan(d) || d > m ? d : m;
+  }
+  r.fp8_vs_cudnn_max_diff = m;
+}
+
 // Runs the case once more, copies the output back and compares it with a float32-or-better
 // reference on the same inputs: the float64 cpu backend up to kMaxNumericsFlops, naive float32
 // on the GPU beyond. Causal cases also get the causal-effect row.
@@ -158,6 +184,7 @@ void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t c
     return;
   }
   if (p.causal) CausalEffect(backend, p, t, got, context, r);
+  if (backend.name() == "cudnn_fp8") Fp8VersusCudnn(p, t, got, context, r);
   std::vector<float> want;
   const bool small = AttentionFlops(p) <= kMaxNumericsFlops;
   if (small) {
@@ -208,6 +235,14 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     return;
   }
   r.workspace_bytes = *workspace;
+  // The job's recipe state for this case (cudnn_fp8 only; other backends ignore it).
+  const bool fp8 = r.backend == "cudnn_fp8";
+  Fp8RecipeState recipe(options.fp8_recipe);
+  RunOptions run = options.run;
+  if (fp8) {
+    run.fp8_recipe = &recipe;
+    r.fp8_recipe = options.fp8_recipe.ToString();
+  }
 
   const int64_t in_use_before = context.arena().bytes_in_use();
   // Set 0 is the one the numerics check reads; further sets (rotate_inputs) have their own seeds
@@ -226,18 +261,23 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     buffers.push_back(*std::move(b));
   }
   // The case's own footprint: what it holds now plus the workspace each call takes.
-  r.peak_arena_bytes = context.arena().bytes_in_use() - in_use_before + r.workspace_bytes;
+  r.peak_arena_bytes = context.arena().bytes_in_use() - in_use_before + r.workspace_bytes +
+                       (fp8 ? Fp8RecipeState::DeviceBytes(options.fp8_recipe) : 0);
   r.input_sets = sets;
   size_t next_set = 0;
   const auto call = [&] {
     const AttentionTensors& t = tensors[next_set++ % tensors.size()];
-    return RunAttention(**backend, p, t, context, options.run);
+    return RunAttention(**backend, p, t, context, run);
   };
+  const bool graph = options.cuda_graph && context.info().kind == DeviceKind::kCuda;
 
   // Warm-up, cut at half the case budget for slow backends (the first call builds plans).
   const double budget_ms = options.case_budget_s * 1e3;
   double warm_ms = 0;
-  for (int i = 0; i < options.warmup && warm_ms < budget_ms / 2; ++i) {
+  // A recipe state's first call takes its scales from the current amaxes; it must run eagerly,
+  // not inside a captured graph whose replays would repeat it.
+  const int warmup = fp8 && graph ? std::max(1, options.warmup) : options.warmup;
+  for (int i = 0; i < warmup && warm_ms < budget_ms / 2; ++i) {
     auto t0 = TimeOnDevice(context, call, 0, 1);
     if (!t0.ok()) {
       r.status = t0.status();
@@ -250,7 +290,6 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     CheckNumerics(**backend, p, seed, tensors[0], context, call, r);
   }
 
-  const bool graph = options.cuda_graph && context.info().kind == DeviceKind::kCuda;
   r.timing = graph ? absl::StrFormat("cuda graph (%d calls per replay)", options.graph_calls)
              : context.info().kind == DeviceKind::kCuda ? "cuda events"
                                                         : "host clock";
@@ -284,6 +323,18 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     }
     for (double ms : *more) spent_ms += ms * (graph ? options.graph_calls : 1);
     samples.insert(samples.end(), more->begin(), more->end());
+  }
+  if (fp8 && recipe.used()) {
+    auto state = recipe.Read(context);
+    if (!state.ok()) {
+      r.status = state.status();
+      return;
+    }
+    r.fp8_state = *state;
+    // The quantise step alone, on set 0's inputs (already part of every timed call).
+    auto quantize = TimeFp8Quantize(p, tensors[0].q.data, tensors[0].k.data, tensors[0].v.data,
+                                    context, 20);
+    if (quantize.ok()) r.fp8_quantize_ms = *quantize;
   }
   r.stats = Summarize(samples);
   r.tflops = AttentionFlops(p) / (r.stats.median * 1e9);
@@ -348,7 +399,7 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrFormat("graph_calls: must be in [1, 1000], got %d", o.graph_calls));
   }
-  return absl::OkStatus();
+  return ValidateDelayedScaling(o.fp8_recipe);
 }
 
 absl::StatusOr<std::vector<BenchResult>> RunBenchmark(const std::vector<BenchCase>& cases,
