@@ -42,6 +42,13 @@ absl::StatusOr<v1::DType> ParseDTypeFlag(const std::string& name) {
   return DTypeToProto(*d);
 }
 
+// The backend names the server has (its verdicts list every one).
+std::set<std::string> ServerBackends(const v1::ServerInfo& info) {
+  std::set<std::string> names;
+  for (const auto& v : info.backends()) names.insert(v.backend());
+  return names;
+}
+
 // The cases of --suite (expanded for the server's device kind, as the server would) or of the
 // axes' cross product. Axis sweeps get one section per combination of the other axes, so each
 // table is a sweep over one axis.
@@ -84,6 +91,13 @@ absl::StatusOr<std::vector<v1::BenchmarkCase>> BuildCases(const ParsedArgs& args
     dtypes.push_back(*dt);
   }
   const std::vector<std::string> backends = args.GetList("backends");
+  const std::set<std::string> known = ServerBackends(info);
+  for (const auto& b : backends) {
+    if (b != "auto" && !known.count(b)) {
+      return absl::InvalidArgumentError(absl::StrCat("--backends: the server has no backend '", b,
+                                                     "'; it has auto, ", absl::StrJoin(known, ", ")));
+    }
+  }
   std::vector<bool> causal;
   const std::string c = args.Get("causal");
   if (c == "true" || c == "1") causal = {true};
@@ -180,8 +194,10 @@ class Dispatcher {
  public:
   Dispatcher(std::shared_ptr<grpc::Channel> channel, std::vector<v1::BenchmarkCase> cases,
              v1::BenchmarkOptions options, int device, std::string client_id,
-             std::optional<std::chrono::system_clock::time_point> deadline, Progress& progress)
+             std::optional<std::chrono::system_clock::time_point> deadline, Progress& progress,
+             std::set<std::string> server_backends)
       : stub_(v1::AttentionService::NewStub(channel)), cases_(std::move(cases)),
+        server_backends_(std::move(server_backends)),
         options_(std::move(options)), device_(device), client_id_(std::move(client_id)),
         deadline_(deadline), progress_(progress), sent_(cases_.size(), false), records_(cases_.size()) {}
 
@@ -226,6 +242,24 @@ class Dispatcher {
     v1::CaseResult empty;
     *empty.mutable_case_() = c;
     progress_.Started(absl::StrCat(SeriesLabel(empty), " ", ProblemLabel(c)));
+    // A suite (expanded here by this client's engine) may name a backend an older server lacks:
+    // reported as unsupported, as the server's runner reports a backend it was built without.
+    if (c.backend() != "auto" && !server_backends_.count(c.backend())) {
+      CaseRecord record;
+      record.result = empty;
+      record.result.set_status("FAILED_PRECONDITION");
+      record.result.set_message(absl::StrCat(c.backend(), ": not built into this server (it has ",
+                                             absl::StrJoin(server_backends_, ", "), ")"));
+      for (auto set : {&v1::CaseResult::set_max_abs_error, &v1::CaseResult::set_rel_l2_error,
+                       &v1::CaseResult::set_causal_first_diff, &v1::CaseResult::set_causal_last_diff}) {
+        (record.result.*set)(-1);
+      }
+      record.result.set_index(static_cast<int32_t>(i));
+      record.result.set_total(static_cast<int32_t>(cases_.size()));
+      progress_.Finished(record);
+      records_[i] = std::move(record);
+      return;
+    }
     v1::RunBenchmarkRequest req;
     *req.mutable_cases()->add_cases() = c;
     *req.mutable_options() = options_;
@@ -272,6 +306,7 @@ class Dispatcher {
 
   std::unique_ptr<v1::AttentionService::Stub> stub_;
   const std::vector<v1::BenchmarkCase> cases_;
+  const std::set<std::string> server_backends_;
   const v1::BenchmarkOptions options_;
   const int device_;
   const std::string client_id_;
@@ -361,7 +396,7 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
   sa.sa_handler = OnSigint;
   sigaction(SIGINT, &sa, nullptr);
   Dispatcher dispatcher(channel, std::move(*cases), *options, static_cast<int>(*device),
-                        common.client_id, deadline, progress);
+                        common.client_id, deadline, progress, ServerBackends(report.server));
   report.cases = dispatcher.Run(std::max(1, workers));
   progress.Close();
   if (progress_out != stderr) std::fclose(progress_out);

@@ -85,7 +85,9 @@ int RunInfo(const CommonOptions& common, const ParsedArgs&) {
   for (const auto& d : info.devices()) {
     devices.rows.push_back({absl::StrCat(d.index()), d.kind(), d.name(),
                             d.compute_capability() ? absl::StrFormat("%.1f", d.compute_capability() / 10.0) : "-",
-                            absl::StrFormat("%.1f", d.total_memory_bytes() / 1073741824.0),
+                            d.total_memory_bytes() > 0
+                                ? absl::StrFormat("%.1f", d.total_memory_bytes() / 1073741824.0)
+                                : "-",
                             absl::StrFormat("%.2f", d.arena_bytes() / 1073741824.0),
                             absl::StrCat(d.workers()), absl::StrCat(d.multiprocessors())});
   }

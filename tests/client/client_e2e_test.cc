@@ -196,7 +196,7 @@ TEST_F(ClientE2E, ServerErrorsAreOneClearLine) {
 
 TEST_F(ClientE2E, UsageErrorsExitTwo) {
   for (const char* args : {"bench --frobnicate", "nosuchcommand", "bench --seq-lens=12,x",
-                           "bench --suite=nosuch", "attend --dtype=int8"}) {
+                           "bench --suite=nosuch", "bench --backends=cpu,nosuch", "attend --dtype=int8"}) {
     ClientRun r = Client(Target() + " " + args);
     EXPECT_EQ(r.rc, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("attn-client: "), std::string::npos) << args << ": " << r.err;
