@@ -12,6 +12,7 @@ namespace attn {
 std::unique_ptr<Backend> MakeCpuBackend();
 #if ATTN_HAVE_CUDA
 std::unique_ptr<Backend> MakeNaiveBackend();
+std::unique_ptr<Backend> MakeFusedBackend();
 #endif
 #if ATTN_HAVE_CUDNN
 std::unique_ptr<Backend> MakeCudnnBackend();
@@ -25,6 +26,7 @@ inline void AddBuiltinBackends(BackendRegistry& registry) {
   registry.Add(MakeCudnnBackend());
 #endif
 #if ATTN_HAVE_CUDA
+  registry.Add(MakeFusedBackend());
   registry.Add(MakeNaiveBackend());
 #endif
   registry.Add(MakeCpuBackend());

@@ -11,9 +11,9 @@ TEST(Registry, ListsTheBuiltInBackendsFastestFirst) {
   std::vector<std::string> names;
   for (const auto& b : BackendRegistry::Default().backends()) names.push_back(b->name());
   if (ATTN_HAVE_CUDNN) {
-    EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "naive", "cpu", "cudnn_fp8"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "fused", "naive", "cpu", "cudnn_fp8"}));
   } else if (BuiltWithCuda()) {
-    EXPECT_EQ(names, (std::vector<std::string>{"naive", "cpu"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"fused", "naive", "cpu"}));
   } else {
     EXPECT_EQ(names, (std::vector<std::string>{"cpu"}));
   }
@@ -32,7 +32,7 @@ TEST(Registry, AutoPicksAGpuBackendOnAGpu) {
   gpu.cc_major = 9;
   auto b = BackendRegistry::Default().Resolve("auto", kProblem, gpu);
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ((*b)->name(), "naive");
+  EXPECT_EQ((*b)->name(), "fused");
 }
 
 TEST(Registry, VerdictsGiveEveryBackendsReason) {

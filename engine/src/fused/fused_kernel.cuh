@@ -1,0 +1,495 @@
+// The `fused` flash-attention forward kernels (FlashAttention-2's algorithm), included only by
+// the per-head-dim fused_hdim<H>.cu files.
+//
+// Tensor-core kernel (bf16/fp16), one block per (query tile, head, batch):
+//  - the block's kBlockM query rows are copied to shared memory once (cp.async);
+//  - K/V tiles of kBlockN keys stream through two shared-memory buffers: tile j + 1 is in
+//    flight (cp.async) while tile j is computed, one barrier per tile;
+//  - each warp owns kMAtoms 16-row slices of the query tile; S = Q K^T (mma.sync m16n8k16,
+//    ldmatrix for Q and K) stays in registers, the online softmax keeps the running max and sum
+//    in fp32 (exp2f on log2(e)-prescaled scores), P is narrowed to the input type in registers
+//    and O += P V (ldmatrix.trans for V) accumulates in fp32;
+//  - causal: key tiles wholly above the diagonal are never loaded; only tiles that cross the
+//    diagonal or the end of S are masked;
+//  - the output is normalised and written once.
+// Shared-memory rows are padded by one 16-byte chunk: eight consecutive rows then start in
+// eight different bank groups for every head dim (H = 96 has 12 chunks per row, which an XOR
+// swizzle over 8 chunks cannot cover), so ldmatrix and the cp.async stores are conflict-free.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "fused/fused_kernels.h"
+
+namespace attn::fused {
+
+// ---------------------------------------------------------------------------------------------
+// PTX wrappers (sm_80+).
+
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;  // 0: fill the 16 bytes with zeros, read nothing
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* smem) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// 2^x on the special-function unit (flush-to-zero; about 2 ulp), as FlashAttention-2 gets with
+// --use_fast_math. The half kernel's probabilities are rounded to 8 or 11 bits right after.
+__device__ __forceinline__ float FastExp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+struct HalfOps;
+
+template <>
+struct HalfOps<__nv_bfloat16> {
+  __device__ __forceinline__ static void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+
+template <>
+struct HalfOps<__half> {
+  __device__ __forceinline__ static void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tile configuration of the tensor-core kernel.
+
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, int kMinBlocksPerSm_>
+struct HalfTraits {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;  // query rows per block
+  static constexpr int kBlockN = kBlockN_;  // keys per K/V tile
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kMAtoms = kBlockM / (16 * kWarps);  // 16-row mma slices per warp
+  static constexpr int kNBlocks = kBlockN / 8;             // n8 column blocks of S
+  static constexpr int kDBlocks = kHeadDim / 8;            // n8 column blocks of O
+  static constexpr int kChunks = kHeadDim / 8;             // 16-byte chunks per row
+  static constexpr int kRowElems = kHeadDim + 8;           // padded shared-memory row
+  static constexpr int kQElems = kBlockM * kRowElems;
+  static constexpr int kKvElems = kBlockN * kRowElems;
+  static constexpr int kSmemBytes = (kQElems + 4 * kKvElems) * 2;  // Q, 2 x K, 2 x V
+  static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of the mma k (16)");
+  static_assert(kBlockM % (16 * kWarps) == 0, "each warp owns whole 16-row mma slices");
+  static_assert(kBlockN % 16 == 0, "P V consumes keys 16 at a time");
+  static_assert(kNBlocks % 2 == 0 && kDBlocks % 2 == 0, "ldmatrix.x4 loads n8 blocks in pairs");
+  static_assert(kBlockM * kChunks % kThreads == 0 && kBlockN * kChunks % kThreads == 0,
+                "every thread copies the same number of 16-byte chunks");
+  static_assert(kMinBlocksPerSm * kSmemBytes <= 227 * 1024, "shared memory of the resident blocks");
+};
+
+// Copies `rows` rows of kChunks 16-byte chunks from global (row stride `stride` elements) into
+// padded shared memory; rows >= valid_rows are zero-filled (tails of T and S).
+template <typename Traits, int kRows, typename T>
+__device__ __forceinline__ void LoadTile(T* smem, const T* gmem, int64_t stride, int valid_rows,
+                                         int tid) {
+  constexpr int kPerThread = kRows * Traits::kChunks / Traits::kThreads;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int chunk = tid + i * Traits::kThreads;
+    const int r = chunk / Traits::kChunks, c = chunk % Traits::kChunks;
+    const bool valid = r < valid_rows;
+    // A zero-filled chunk still names a valid address (the tile's first row).
+    const T* src = gmem + (valid ? r * stride : 0) + c * 8;
+    CpAsync16(smem + r * Traits::kRowElems + c * 8, src, valid);
+  }
+}
+
+template <typename Traits, typename T>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
+    FusedHalfKernel(const FusedParams p) {
+  using Ops = HalfOps<T>;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  constexpr int kMAtoms = Traits::kMAtoms, kNBlocks = Traits::kNBlocks;
+  constexpr int kDBlocks = Traits::kDBlocks, kRowElems = Traits::kRowElems;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* const s_q = reinterpret_cast<T*>(smem_raw);
+  T* const s_k = s_q + Traits::kQElems;
+  T* const s_v = s_k + 2 * Traits::kKvElems;
+
+  // Longest query tiles (causal: the most key tiles) first, so the last wave is short ones.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / p.group;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int q0 = m_block * kBlockM;
+
+  const T* q = static_cast<const T*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride +
+               q0 * p.q_row_stride;
+  const T* k = static_cast<const T*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+
+  const int kv_end = p.causal ? min(p.kv_len, q0 + kBlockM) : p.kv_len;
+  const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
+
+  LoadTile<Traits, kBlockM>(s_q, q, p.q_row_stride, min(kBlockM, p.q_len - q0), tid);
+  LoadTile<Traits, kBlockN>(s_k, k, p.k_row_stride, min(kBlockN, p.kv_len), tid);
+  LoadTile<Traits, kBlockN>(s_v, v, p.v_row_stride, min(kBlockN, p.kv_len), tid);
+  CpAsyncCommit();
+
+  float o[kMAtoms][kDBlocks][4];
+  float row_max[kMAtoms][2], row_sum[kMAtoms][2];  // rows g and g + 8 of each slice
+#pragma unroll
+  for (int ma = 0; ma < kMAtoms; ++ma) {
+#pragma unroll
+    for (int d = 0; d < kDBlocks; ++d) o[ma][d][0] = o[ma][d][1] = o[ma][d][2] = o[ma][d][3] = 0.f;
+    row_max[ma][0] = row_max[ma][1] = -INFINITY;
+    row_sum[ma][0] = row_sum[ma][1] = 0.f;
+  }
+
+  const int warp_row0 = warp * kMAtoms * 16;
+  const int quad_row = lane / 4, quad_col = 2 * (lane % 4);
+  // ldmatrix row addresses: A (Q) rows lane % 16 at k chunk lane / 16; B (K) keys lane % 8 +
+  // 8 * (lane / 16) at k chunk (lane / 8) % 2; B (V, transposed) keys lane % 8 + 8 * ((lane / 8) % 2)
+  // at d chunk lane / 16.
+  const int a_row = lane % 16, a_col = (lane / 16) * 8;
+  const int k_row = lane % 8 + 8 * (lane / 16), k_col = ((lane / 8) % 2) * 8;
+  const int v_row = lane % 8 + 8 * ((lane / 8) % 2), v_col = (lane / 16) * 8;
+
+  for (int j = 0; j < n_tiles; ++j) {
+    CpAsyncWait<0>();
+    __syncthreads();  // tile j is in; every warp is done with tile j - 1's buffer
+    if (j + 1 < n_tiles) {
+      const int next0 = (j + 1) * kBlockN;
+      const int buf = (j + 1) % 2;
+      LoadTile<Traits, kBlockN>(s_k + buf * Traits::kKvElems, k + next0 * p.k_row_stride,
+                                p.k_row_stride, min(kBlockN, p.kv_len - next0), tid);
+      LoadTile<Traits, kBlockN>(s_v + buf * Traits::kKvElems, v + next0 * p.v_row_stride,
+                                p.v_row_stride, min(kBlockN, p.kv_len - next0), tid);
+    }
+    CpAsyncCommit();
+    const T* ck = s_k + (j % 2) * Traits::kKvElems;
+    const T* cv = s_v + (j % 2) * Traits::kKvElems;
+
+    // S = Q K^T for this warp's rows.
+    float s[kMAtoms][kNBlocks][4];
+#pragma unroll
+    for (int ma = 0; ma < kMAtoms; ++ma)
+#pragma unroll
+      for (int nb = 0; nb < kNBlocks; ++nb) s[ma][nb][0] = s[ma][nb][1] = s[ma][nb][2] = s[ma][nb][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < Traits::kHeadDim / 16; ++ks) {
+      uint32_t a[kMAtoms][4];
+#pragma unroll
+      for (int ma = 0; ma < kMAtoms; ++ma) {
+        LdMatrixX4(a[ma], s_q + (warp_row0 + ma * 16 + a_row) * kRowElems + ks * 16 + a_col);
+      }
+#pragma unroll
+      for (int nb = 0; nb < kNBlocks; nb += 2) {
+        uint32_t b[4];
+        LdMatrixX4(b, ck + (nb * 8 + k_row) * kRowElems + ks * 16 + k_col);
+#pragma unroll
+        for (int ma = 0; ma < kMAtoms; ++ma) {
+          Ops::Mma(s[ma][nb], a[ma], b[0], b[1]);
+          Ops::Mma(s[ma][nb + 1], a[ma], b[2], b[3]);
+        }
+      }
+    }
+
+    // Mask keys past S, and (causal) keys after the query, only in tiles that have any.
+    const int key0 = j * kBlockN;
+    if (key0 + kBlockN > p.kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
+#pragma unroll
+      for (int ma = 0; ma < kMAtoms; ++ma)
+#pragma unroll
+        for (int nb = 0; nb < kNBlocks; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int t = q0 + warp_row0 + ma * 16 + quad_row + (e / 2) * 8;
+            const int key = key0 + nb * 8 + quad_col + (e % 2);
+            if (key >= p.kv_len || (p.causal && key > t)) s[ma][nb][e] = -INFINITY;
+          }
+    }
+
+    // Online softmax: new row max (over the quad of lanes sharing a row), rescale O and the
+    // running sum, P = exp2(S * scale * log2e - max * scale * log2e).
+#pragma unroll
+    for (int ma = 0; ma < kMAtoms; ++ma)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = row_max[ma][h];
+#pragma unroll
+        for (int nb = 0; nb < kNBlocks; ++nb) mx = fmaxf(mx, fmaxf(s[ma][nb][2 * h], s[ma][nb][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // A row with no visible key yet keeps max -inf; subtract 0 then, so exp2 gives 0, not NaN.
+        const float max_scaled = mx == -INFINITY ? 0.f : mx * p.scale_log2;
+        const float alpha = FastExp2(row_max[ma][h] * p.scale_log2 - max_scaled);
+        row_max[ma][h] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < kNBlocks; ++nb)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pr = FastExp2(fmaf(s[ma][nb][2 * h + e], p.scale_log2, -max_scaled));
+            s[ma][nb][2 * h + e] = pr;
+            sum += pr;
+          }
+        row_sum[ma][h] = row_sum[ma][h] * alpha + sum;
+#pragma unroll
+        for (int d = 0; d < kDBlocks; ++d) {
+          o[ma][d][2 * h] *= alpha;
+          o[ma][d][2 * h + 1] *= alpha;
+        }
+      }
+
+    // O += P V: P's accumulator layout is the A-fragment layout of the next mma.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      uint32_t pa[kMAtoms][4];
+#pragma unroll
+      for (int ma = 0; ma < kMAtoms; ++ma) {
+        pa[ma][0] = Ops::Pack(s[ma][2 * kk][0], s[ma][2 * kk][1]);
+        pa[ma][1] = Ops::Pack(s[ma][2 * kk][2], s[ma][2 * kk][3]);
+        pa[ma][2] = Ops::Pack(s[ma][2 * kk + 1][0], s[ma][2 * kk + 1][1]);
+        pa[ma][3] = Ops::Pack(s[ma][2 * kk + 1][2], s[ma][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int d = 0; d < kDBlocks; d += 2) {
+        uint32_t b[4];
+        LdMatrixX4Trans(b, cv + (kk * 16 + v_row) * kRowElems + d * 8 + v_col);
+#pragma unroll
+        for (int ma = 0; ma < kMAtoms; ++ma) {
+          Ops::Mma(o[ma][d], pa[ma], b[0], b[1]);
+          Ops::Mma(o[ma][d + 1], pa[ma], b[2], b[3]);
+        }
+      }
+    }
+  }
+  CpAsyncWait<0>();
+
+  // out = O / sum, written once; rows past T are dropped.
+  T* out = static_cast<T*>(p.out) + batch * p.o_batch_stride + head * p.o_head_stride;
+#pragma unroll
+  for (int ma = 0; ma < kMAtoms; ++ma)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = row_sum[ma][h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const int t = q0 + warp_row0 + ma * 16 + quad_row + h * 8;
+      if (t < p.q_len) {
+        T* row = out + static_cast<int64_t>(t) * p.o_row_stride + quad_col;
+#pragma unroll
+        for (int d = 0; d < kDBlocks; ++d) {
+          *reinterpret_cast<uint32_t*>(row + d * 8) =
+              Ops::Pack(o[ma][d][2 * h] * inv, o[ma][d][2 * h + 1] * inv);
+        }
+      }
+    }
+}
+
+template <typename Traits, typename T>
+cudaError_t LaunchHalf(const FusedParams& p, cudaStream_t stream) {
+  auto kernel = FusedHalfKernel<Traits, T>;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           Traits::kSmemBytes);
+      e != cudaSuccess) {
+    return e;
+  }
+  const dim3 grid((p.q_len + Traits::kBlockM - 1) / Traits::kBlockM, p.heads, p.batch);
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------------------------------------
+// float32 kernel on CUDA cores: one warp per query row, kFloatRows rows per block, K/V tiles of
+// 32 keys in shared memory (plain loads; any alignment). Lane j scores key j of the tile, the
+// warp's online softmax runs once per tile (shuffles), and lane l accumulates output dims
+// l, l + 32, ... Exact fp32 FMAs throughout (no TF32), so it matches the naive fp32 path's
+// accuracy.
+
+constexpr int kFloatRows = 8;
+constexpr int kFloatKeys = 32;
+
+template <int kHeadDim>
+struct FloatTraits {
+  static constexpr int kKStride = kHeadDim + 4;  // float4 rows; 8 lanes' rows hit 8 bank groups
+  static constexpr int kPerLane = kHeadDim / 32;
+  static constexpr int kSmemBytes =
+      (kFloatKeys * kKStride + kFloatKeys * kHeadDim + kFloatRows * kHeadDim) * 4;
+  static_assert(kHeadDim % 32 == 0, "each lane owns kHeadDim / 32 output dims");
+};
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedParams p) {
+  using Traits = FloatTraits<kHeadDim>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* const s_k = reinterpret_cast<float*>(smem_raw);        // [keys][kKStride]
+  float* const s_v = s_k + kFloatKeys * Traits::kKStride;        // [keys][kHeadDim]
+  float* const s_q = s_v + kFloatKeys * kHeadDim;                // [rows][kHeadDim]
+
+  const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / p.group;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int q0 = blockIdx.x * kFloatRows;
+  const int t = q0 + warp;
+  const float* q = static_cast<const float*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride;
+  const float* k = static_cast<const float*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
+  const float* v = static_cast<const float*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+
+  for (int i = tid; i < kFloatRows * kHeadDim; i += kFloatRows * 32) {
+    const int r = i / kHeadDim, d = i % kHeadDim;
+    s_q[i] = q0 + r < p.q_len ? q[(q0 + r) * p.q_row_stride + d] : 0.f;
+  }
+  const int kv_end = p.causal ? min(p.kv_len, q0 + kFloatRows) : p.kv_len;
+
+  float acc[Traits::kPerLane];
+#pragma unroll
+  for (int i = 0; i < Traits::kPerLane; ++i) acc[i] = 0.f;
+  float row_max = -INFINITY, lane_sum = 0.f;
+
+  for (int key0 = 0; key0 < kv_end; key0 += kFloatKeys) {
+    __syncthreads();  // the previous tile is consumed (and s_q is written, first time)
+    for (int i = tid; i < kFloatKeys * kHeadDim; i += kFloatRows * 32) {
+      const int r = i / kHeadDim, d = i % kHeadDim;
+      const bool valid = key0 + r < p.kv_len;
+      s_k[r * Traits::kKStride + d] = valid ? k[(key0 + r) * p.k_row_stride + d] : 0.f;
+      s_v[i] = valid ? v[(key0 + r) * p.v_row_stride + d] : 0.f;
+    }
+    __syncthreads();
+
+    const float4* kr = reinterpret_cast<const float4*>(s_k + lane * Traits::kKStride);
+    const float4* qr = reinterpret_cast<const float4*>(s_q + warp * kHeadDim);
+    float score = 0.f;
+#pragma unroll 8
+    for (int d = 0; d < kHeadDim / 4; ++d) {
+      const float4 a = qr[d], b = kr[d];
+      score = fmaf(a.x, b.x, score);
+      score = fmaf(a.y, b.y, score);
+      score = fmaf(a.z, b.z, score);
+      score = fmaf(a.w, b.w, score);
+    }
+    const int key = key0 + lane;
+    if (key >= p.kv_len || (p.causal && key > t)) score = -INFINITY;
+
+    float mx = score;
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    mx = fmaxf(mx, row_max);
+    const float max_scaled = mx == -INFINITY ? 0.f : mx * p.scale_log2;
+    const float alpha = exp2f(row_max * p.scale_log2 - max_scaled);
+    row_max = mx;
+    const float pr = exp2f(fmaf(score, p.scale_log2, -max_scaled));
+    lane_sum = lane_sum * alpha + pr;
+#pragma unroll
+    for (int i = 0; i < Traits::kPerLane; ++i) acc[i] *= alpha;
+#pragma unroll 8
+    for (int jk = 0; jk < kFloatKeys; ++jk) {
+      const float pj = __shfl_sync(0xffffffffu, pr, jk);
+#pragma unroll
+      for (int i = 0; i < Traits::kPerLane; ++i) acc[i] = fmaf(pj, s_v[jk * kHeadDim + lane + 32 * i], acc[i]);
+    }
+  }
+
+  float sum = lane_sum;
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (t < p.q_len) {
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    float* out = static_cast<float*>(p.out) + batch * p.o_batch_stride + head * p.o_head_stride +
+                 static_cast<int64_t>(t) * p.o_row_stride;
+#pragma unroll
+    for (int i = 0; i < Traits::kPerLane; ++i) out[lane + 32 * i] = acc[i] * inv;
+  }
+}
+
+template <int kHeadDim>
+cudaError_t LaunchFloat(const FusedParams& p, cudaStream_t stream) {
+  using Traits = FloatTraits<kHeadDim>;
+  auto kernel = FusedFloatKernel<kHeadDim>;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           Traits::kSmemBytes);
+      e != cudaSuccess) {
+    return e;
+  }
+  const dim3 grid((p.q_len + kFloatRows - 1) / kFloatRows, p.heads, p.batch);
+  kernel<<<grid, kFloatRows * 32, Traits::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// The tile choice per head dim (why: NOTES.md). 4 warps of 128 threads, two blocks per SM (so
+// one block's barrier never idles the SM), up to 255 registers per thread. Head dims up to 128:
+// 128 query rows (32 per warp: every K/V fragment read from shared memory feeds two mma rows)
+// and 64-key tiles. 256: the O accumulator alone is 128 registers per thread at 16 rows per
+// warp, so 64 query rows and 32-key tiles.
+template <int kHeadDim>
+struct HalfTileFor {
+  using Traits = HalfTraits<kHeadDim, 128, 64, 4, 2>;
+};
+template <>
+struct HalfTileFor<256> {
+  using Traits = HalfTraits<256, 64, 32, 4, 2>;
+};
+
+}  // namespace attn::fused
+
+namespace attn {
+
+template <int kHeadDim>
+cudaError_t LaunchFusedHalf(const FusedParams& p, FusedHalfType type, cudaStream_t stream) {
+  using Traits = typename fused::HalfTileFor<kHeadDim>::Traits;
+  return type == FusedHalfType::kBFloat16 ? fused::LaunchHalf<Traits, __nv_bfloat16>(p, stream)
+                                          : fused::LaunchHalf<Traits, __half>(p, stream);
+}
+
+template <int kHeadDim>
+cudaError_t LaunchFusedFloat(const FusedParams& p, cudaStream_t stream) {
+  return fused::LaunchFloat<kHeadDim>(p, stream);
+}
+
+}  // namespace attn
+
+// One head dim's instantiations: each fused_hdim<H>.cu holds exactly this line.
+#define ATTN_FUSED_INSTANTIATE(H)                                                             \
+  namespace attn {                                                                            \
+  template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, cudaStream_t);   \
+  template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);                 \
+  }

@@ -1,0 +1,241 @@
+// The fused backend: support rules and workspace (any machine), numerics, determinism and
+// strided views on the GPU.
+#include <cmath>
+#include <cstring>
+
+#include "attn/attention.h"
+#include "attn/registry.h"
+#include "engine/test_util.h"
+#include "gtest/gtest.h"
+
+namespace attn::testing {
+namespace {
+
+const Backend* Fused() { return BackendRegistry::Default().Find("fused"); }
+
+#define ATTN_REQUIRE_FUSED()                                                        \
+  do {                                                                              \
+    if (Fused() == nullptr) GTEST_SKIP() << "built without CUDA: no fused backend"; \
+  } while (0)
+
+TEST(FusedSupport, NeedsACudaDeviceOfAmpereOrNewer) {
+  ATTN_REQUIRE_FUSED();
+  const auto p = AttentionProblem::SelfAttention(1, 8, 1, 64, DType::kBFloat16);
+  absl::Status s = Fused()->CheckSupport(p, CpuDeviceInfo());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "fused: needs a CUDA device");
+  s = Fused()->CheckSupport(p, FakeGpu(7, 5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(),
+            "fused: needs compute capability >= 8.0 (cp.async, bf16/fp16 mma.sync); device has 7.5");
+  EXPECT_TRUE(Fused()->CheckSupport(p, FakeGpu(8, 9)).ok());
+  EXPECT_TRUE(Fused()->CheckSupport(p, FakeGpu(9, 0)).ok());
+}
+
+TEST(FusedSupport, TakesEveryDtypeAndTheCompiledHeadDimsOnly) {
+  ATTN_REQUIRE_FUSED();
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    for (int64_t h : {32, 64, 96, 128, 256}) {
+      const auto p = AttentionProblem::SelfAttention(2, 100, 4, h, dtype, true, 1);
+      EXPECT_TRUE(Fused()->CheckSupport(p, FakeGpu(9, 0)).ok()) << p.ToString();
+    }
+    for (int64_t h : {8, 16, 80, 120, 160, 512}) {
+      const auto p = AttentionProblem::SelfAttention(1, 16, 2, h, dtype);
+      const absl::Status s = Fused()->CheckSupport(p, FakeGpu(9, 0));
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(s.message(), "fused: head_dim " + std::to_string(h) +
+                                 " is not compiled; supported: 32, 64, 96, 128, 256");
+    }
+  }
+}
+
+TEST(FusedSupport, RefusesGridsBeyondCudasLimits) {
+  ATTN_REQUIRE_FUSED();
+  auto p = AttentionProblem::SelfAttention(1, 1, 65536, 32, DType::kBFloat16);
+  ASSERT_TRUE(ValidateProblem(p).ok());
+  EXPECT_EQ(Fused()->CheckSupport(p, FakeGpu(9, 0)).message(),
+            "fused: batch (1) and num_heads (65536) must be <= 65535 (one grid dimension each)");
+}
+
+TEST(FusedWorkspace, IsZero) {
+  ATTN_REQUIRE_FUSED();
+  const auto p = AttentionProblem::SelfAttention(4, 8192, 16, 128, DType::kBFloat16, true);
+  EXPECT_EQ(Fused()->WorkspaceBytes(p, SharedCpuContext()).value(), 0);
+}
+
+// The awkward sizes the other backends are held to (T in {1, 17, 127, 1000}, S != T, K in
+// {N, N/4, 1}), with H = 80 replaced by 96 (80 is not compiled: see TakesEveryDtype...), plus
+// long key sequences (many K/V tiles, S not a multiple of any tile).
+const Shape kShapes[] = {
+    {1, 1, 1, 4, 4, 32},       {2, 1, 127, 8, 2, 64},    {2, 17, 17, 8, 8, 96},
+    {1, 17, 1000, 8, 1, 128},  {2, 127, 127, 4, 1, 64},  {1, 127, 33, 8, 2, 256},
+    {1, 1000, 1000, 4, 4, 64}, {1, 1000, 127, 8, 2, 32}, {2, 64, 256, 8, 8, 128},
+    {1, 256, 1000, 4, 1, 96},  {1, 5, 2048, 2, 2, 64},   {1, 3, 13000, 2, 1, 32},
+    {1, 300, 300, 2, 1, 256},
+};
+
+class FusedVersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {};
+
+TEST_P(FusedVersusReference, WithinToleranceAndAtMostTwiceTheNaiveError) {
+  ATTN_REQUIRE_GPU();
+  const auto [dtype, sh, causal] = GetParam();
+  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
+  Inputs in = RandomInputs(p, 31);
+  auto out = RunOnGpu(in, "fused");
+  ASSERT_TRUE(out.ok()) << out.status();
+  auto naive = RunOnGpu(in, "naive");
+  ASSERT_TRUE(naive.ok()) << naive.status();
+  const std::vector<double> ref = Reference(in);
+  const Comparison c = Compare(*out, ref, ToleranceFor(dtype));
+  const Comparison n = Compare(*naive, ref, ToleranceFor(dtype));
+  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+  EXPECT_LE(c.rel_l2, kFastVsNaiveErrorRatio * n.rel_l2 + FastVsNaiveErrorFloor(dtype))
+      << p.ToString() << ": fused " << c.ToString() << " vs naive " << n.ToString();
+  RecordProperty("rel_l2", std::to_string(c.rel_l2));
+  RecordProperty("naive_rel_l2", std::to_string(n.rel_l2));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AwkwardShapes, FusedVersusReference,
+    ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
+                       ::testing::ValuesIn(kShapes), ::testing::Bool()),
+    DtypeShapeCausalName);
+
+// Sizes too large for the float64 loop: against the naive backend in true float32 on the same
+// (exactly representable) values, whose error vs float64 is ~1e-6, far below bf16's.
+class FusedVersusNaiveFloat32 : public ::testing::TestWithParam<DtypeShapeCausal> {};
+
+TEST_P(FusedVersusNaiveFloat32, WithinTolerance) {
+  ATTN_REQUIRE_GPU();
+  const auto [dtype, sh, causal] = GetParam();
+  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
+  Inputs in = RandomInputs(p, 32);
+  auto out = RunOnGpu(in, "fused");
+  ASSERT_TRUE(out.ok()) << out.status();
+  Inputs wide = in;
+  wide.problem.dtype = DType::kFloat32;
+  wide.q = MakeOperand(in.q.values, DType::kFloat32);
+  wide.k = MakeOperand(in.k.values, DType::kFloat32);
+  wide.v = MakeOperand(in.v.values, DType::kFloat32);
+  auto ref = RunOnGpu(wide, "naive");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const Comparison c = Compare(*out, *ref, ToleranceFor(dtype));
+  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+}
+
+const Shape kLargeShapes[] = {
+    {2, 1536, 1536, 4, 1, 128}, {1, 2000, 3000, 4, 2, 64}, {1, 1100, 1100, 2, 2, 256},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    LargeShapes, FusedVersusNaiveFloat32,
+    ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
+                       ::testing::ValuesIn(kLargeShapes), ::testing::Bool()),
+    DtypeShapeCausalName);
+
+TEST(FusedBackend, ExplicitScaleMatchesReference) {
+  ATTN_REQUIRE_GPU();
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    auto p = AttentionProblem::SelfAttention(2, 77, 4, 64, dtype, true, 2);
+    p.scale = 0.31;
+    Inputs in = RandomInputs(p, 33);
+    auto out = RunOnGpu(in, "fused");
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Comparison c = Compare(*out, Reference(in), ToleranceFor(p.dtype));
+    EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+  }
+}
+
+TEST(FusedBackend, RepeatedRunsAreBitwiseIdentical) {
+  ATTN_REQUIRE_GPU();
+  // No atomics and a fixed reduction order: the same inputs give the same bits.
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const auto p = AttentionProblem::SelfAttention(2, 300, 8, 128, dtype, true, 2);
+    Inputs in = RandomInputs(p, 34);
+    auto a = RunOnGpu(in, "fused");
+    auto b = RunOnGpu(in, "fused");
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(*a, *b) << DTypeName(dtype);
+  }
+}
+
+TEST(FusedBackend, ReadsStridedKvWithoutCopies) {
+  ATTN_REQUIRE_GPU();
+  // K and V interleaved in one (B, S, 2, K, H) buffer, as a KV cache stores them.
+  DeviceContext& gpu = *SharedGpuContext();
+  const auto p = AttentionProblem::SelfAttention(2, 140, 8, 64, DType::kBFloat16, true, 2);
+  Inputs in = RandomInputs(p, 35);
+  const int64_t kh = p.num_kv_heads * p.head_dim;
+  std::vector<uint16_t> kv(static_cast<size_t>(2 * KeyValueElements(p)));
+  const auto* k16 = reinterpret_cast<const uint16_t*>(in.k.bytes.data());
+  const auto* v16 = reinterpret_cast<const uint16_t*>(in.v.bytes.data());
+  for (int64_t bs = 0; bs < p.batch * p.kv_len; ++bs)
+    for (int64_t i = 0; i < kh; ++i) {
+      kv[bs * 2 * kh + i] = k16[bs * kh + i];
+      kv[bs * 2 * kh + kh + i] = v16[bs * kh + i];
+    }
+  const int64_t kv_bytes = static_cast<int64_t>(kv.size() * 2);
+  const int64_t q_bytes = static_cast<int64_t>(in.q.bytes.size());
+  auto kv_block = gpu.arena().Allocate(kv_bytes);
+  auto q_block = gpu.arena().Allocate(q_bytes);
+  auto out_block = gpu.arena().Allocate(q_bytes);
+  ASSERT_TRUE(kv_block.ok() && q_block.ok() && out_block.ok());
+  ASSERT_TRUE(gpu.CopyToDevice(kv_block->data(), kv.data(), kv_bytes).ok());
+  ASSERT_TRUE(gpu.CopyToDevice(q_block->data(), in.q.bytes.data(), q_bytes).ok());
+  auto strided = [&](char* data) {
+    TensorView v;
+    v.data = data;
+    v.capacity_bytes = kv_bytes - (data - static_cast<char*>(kv_block->data()));
+    v.dtype = p.dtype;
+    v.memory = MemoryKind::kDevice;
+    v.shape = {p.batch, p.kv_len, p.num_kv_heads, p.head_dim};
+    v.strides = {p.kv_len * 2 * kh, 2 * kh, p.head_dim, 1};
+    return v;
+  };
+  char* kv_base = static_cast<char*>(kv_block->data());
+  AttentionTensors t{
+      TensorView::Contiguous(q_block->data(), q_bytes, p.dtype, MemoryKind::kDevice, p.batch,
+                             p.q_len, p.num_heads, p.head_dim),
+      strided(kv_base), strided(kv_base + kh * 2),
+      TensorView::Contiguous(out_block->data(), q_bytes, p.dtype, MemoryKind::kDevice, p.batch,
+                             p.q_len, p.num_heads, p.head_dim)};
+  ASSERT_TRUE(RunAttention(*Fused(), p, t, gpu).ok());
+  std::vector<uint8_t> out(static_cast<size_t>(q_bytes));
+  ASSERT_TRUE(gpu.CopyToHost(out.data(), out_block->data(), q_bytes).ok());
+  const Comparison c = Compare(Decode(out, p.dtype), Reference(in), ToleranceFor(p.dtype));
+  EXPECT_TRUE(c.within) << c.ToString();
+}
+
+TEST(FusedBackend, RefusesHalfRowsThatAreNot16ByteAligned) {
+  ATTN_REQUIRE_FUSED();
+  // Refused before anything reaches a device, so host bytes stand in for device memory.
+  const auto p = AttentionProblem::SelfAttention(1, 16, 2, 32, DType::kFloat16);
+  const int64_t bytes = QueryElements(p) * 2;
+  alignas(16) static char buffer[4 * 2048 + 64];
+  auto view = [&](int i) {
+    return TensorView::Contiguous(buffer + i * bytes, bytes, p.dtype, MemoryKind::kDevice, 1, 16,
+                                  2, 32);
+  };
+  AttentionTensors t{view(0), view(1), view(2), view(3)};
+  t.k.data = buffer + bytes + 2;  // one element off
+  const absl::Status s = Fused()->Run({p, t, nullptr, 0, SharedCpuContext()});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "fused: k needs a 16-byte aligned base and batch/row/head strides that are multiples "
+            "of 8 elements (16-byte cp.async copies); got strides (1024, 64, 32)");
+}
+
+TEST(FusedBackend, AgreesWithCpuBackendOnTheCodelabShape) {
+  ATTN_REQUIRE_GPU();
+  // The codelab's default (B, T, N, H) = (4, 128, 8, 64), float32 as its fused cell runs.
+  const auto p = AttentionProblem::SelfAttention(4, 128, 8, 64, DType::kFloat32);
+  Inputs in = RandomInputs(p, 36);
+  auto gpu = RunOnGpu(in, "fused");
+  auto cpu = RunOnCpu(in);
+  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  const Comparison c = Compare(*gpu, *cpu, ToleranceFor(p.dtype));
+  EXPECT_TRUE(c.within) << c.ToString();
+}
+
+}  // namespace
+}  // namespace attn::testing
