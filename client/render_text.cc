@@ -126,6 +126,9 @@ std::string RenderTables(const Report& report) {
                   : s.kind == SectionKind::kVariants                                    ? Variants(s)
                                                                                         : List(s);
     out += t.Render() + "\n";
+    // The codelab's causal-effect table under its correctness rows; sweeps keep theirs in the
+    // CSV/JSON and the report (a table per sweep point would bury the sweep).
+    if (s.kind != SectionKind::kList) continue;
     for (const CaseRecord* c : s.cases) {
       if (IsOk(*c) && c->result.causal_first_diff() >= 0) out += CausalEffect(*c).Render() + "\n";
     }
