@@ -10,7 +10,8 @@ b=${BUNDLE:-.gpu-client}
 out=${OUT:-/tmp/attn-gpu}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv
-export ATTN_SERVER_BINARY=$PWD/$b/bin/attn-server ATTN_CLIENT_BINARY=$PWD/$b/bin/attn-client
+export ATTN_SERVER_BINARY=$PWD/$b/bin/attn-server ATTN_CLIENT_BINARY=$PWD/$b/bin/attn-client \
+  ATTN_CLIENT_GOLDEN_DIR=$PWD/tests/client/golden
 for t in attn_client_tests attn_server_tests; do
   echo "== $t"
   timeout 200 "$b/run" "$t" --gtest_brief=1 > "$out/$t.log" 2>&1

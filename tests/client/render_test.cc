@@ -134,7 +134,11 @@ Report Fixture() {
   return rep;
 }
 
-std::string GoldenPath(const std::string& name) { return std::string(ATTN_CLIENT_GOLDEN_DIR "/") + name; }
+// The source tree's golden/ folder, or $ATTN_CLIENT_GOLDEN_DIR (for a copied bundle).
+std::string GoldenPath(const std::string& name) {
+  const char* dir = std::getenv("ATTN_CLIENT_GOLDEN_DIR");
+  return std::string(dir != nullptr ? dir : ATTN_CLIENT_GOLDEN_DIR) + "/" + name;
+}
 
 // Compares `actual` with the golden file line by line (the first differing line is the message),
 // or rewrites it under ATTN_UPDATE_GOLDEN=1.
