@@ -182,6 +182,23 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     out->set_device(device_->index());
     out->set_device_name(device_->info().name);
     out->set_hostname(service_->config_.hostname);
+    if (!r.fp8_recipe.empty()) {
+      v1::Fp8Report* fp8 = out->mutable_fp8();
+      fp8->set_recipe(r.fp8_recipe);
+      const auto values = [](const Fp8Values& from, v1::Fp8Values* to) {
+        to->set_q(from[kFp8Q]);
+        to->set_k(from[kFp8K]);
+        to->set_v(from[kFp8V]);
+        to->set_s(from[kFp8S]);
+        to->set_o(from[kFp8O]);
+      };
+      values(r.fp8_state.used_scale, fp8->mutable_scales_used());
+      values(r.fp8_state.seen_amax, fp8->mutable_amaxes_seen());
+      values(r.fp8_state.next_scale, fp8->mutable_next_scales());
+      fp8->set_calls_recorded(r.fp8_state.updates);
+      fp8->set_quantize_ms(r.fp8_quantize_ms);
+      fp8->set_max_diff_vs_cudnn(r.fp8_vs_cudnn_max_diff);
+    }
     return event;
   }
 

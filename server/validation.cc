@@ -157,6 +157,16 @@ absl::StatusOr<BenchOptions> BenchOptionsFromProto(const v1::BenchmarkOptions& o
   out.cuda_graph = o.cuda_graph();
   out.check_numerics = o.check_numerics();
   out.run.autotune = o.autotune();
+  const v1::Fp8Recipe& r = o.fp8_recipe();
+  if (r.has_margin()) out.fp8_recipe.margin = r.margin();
+  if (r.has_amax_history_len()) out.fp8_recipe.amax_history_len = r.amax_history_len();
+  if (r.amax_compute_algo() == "most_recent") {
+    out.fp8_recipe.amax_compute_algo = AmaxComputeAlgo::kMostRecent;
+  } else if (!r.amax_compute_algo().empty() && r.amax_compute_algo() != "max") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.fp8_recipe.amax_compute_algo: must be max or most_recent, got '",
+        r.amax_compute_algo(), "'"));
+  }
   if (auto s = ValidateBenchOptions(out); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("options.", s.message()));
   }

@@ -285,6 +285,7 @@ TEST_F(ServerTest, RunBenchmarkStreamsProgressResultsAndASummary) {
   EXPECT_GT(r0.stats().median_ms(), 0);
   EXPECT_GE(r0.max_abs_error(), 0);
   EXPECT_EQ(r0.numerics(), "vs cpu float64 reference");
+  EXPECT_FALSE(r0.has_fp8());  // the FP8 report is for cudnn_fp8 cases only
   const v1::CaseResult& r1 = events[4].result();
   EXPECT_EQ(r1.status(), "FAILED_PRECONDITION");
   EXPECT_NE(r1.message().find("naive"), std::string::npos) << r1.message();
@@ -361,6 +362,24 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
   EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("options.repeats: must be in [1, 10000], got -1"), std::string::npos)
       << s.error_message();
+  // The FP8 recipe's rules, with the field.
+  for (const auto& [edit, message] :
+       std::vector<std::pair<std::function<void(v1::Fp8Recipe&)>, std::string>>{
+           {[](v1::Fp8Recipe& r) { r.set_margin(65); },
+            "options.fp8_recipe.margin: must be in [0, 64], got 65"},
+           {[](v1::Fp8Recipe& r) { r.set_amax_history_len(0); },
+            "options.fp8_recipe.amax_history_len: must be in [1, 65536], got 0"},
+           {[](v1::Fp8Recipe& r) { r.set_amax_compute_algo("mean"); },
+            "options.fp8_recipe.amax_compute_algo: must be max or most_recent, got 'mean'"}}) {
+    v1::RunBenchmarkRequest bad = SlowJob(1, 5);
+    edit(*bad.mutable_options()->mutable_fp8_recipe());
+    grpc::ClientContext fctx;
+    auto freader = stub_->RunBenchmark(&fctx, bad);
+    while (freader->Read(&e)) {}
+    const grpc::Status fs = freader->Finish();
+    EXPECT_EQ(fs.error_code(), grpc::INVALID_ARGUMENT);
+    EXPECT_NE(fs.error_message().find(message), std::string::npos) << fs.error_message();
+  }
   v1::RunBenchmarkRequest suite;
   suite.set_suite("huge");
   grpc::ClientContext ctx2;
