@@ -171,6 +171,25 @@ absl::StatusOr<v1::BenchmarkOptions> BuildOptions(const ParsedArgs& args) {
   o.set_cuda_graph(args.GetBool("graph"));
   o.set_check_numerics(args.GetBool("check"));
   o.set_autotune(args.GetBool("autotune"));
+  // TransformerEngine's DelayedScaling for cudnn_fp8 cases; the server checks the ranges.
+  if (args.Has("fp8_margin")) {
+    auto v = args.GetInt("fp8_margin");
+    if (!v.ok()) return v.status();
+    o.mutable_fp8_recipe()->set_margin(static_cast<int32_t>(*v));
+  }
+  if (args.Has("fp8_amax_history_len")) {
+    auto v = args.GetInt("fp8_amax_history_len");
+    if (!v.ok()) return v.status();
+    o.mutable_fp8_recipe()->set_amax_history_len(static_cast<int32_t>(*v));
+  }
+  if (args.Has("fp8_amax_compute_algo")) {
+    const std::string algo = args.Get("fp8_amax_compute_algo");
+    if (algo != "max" && algo != "most_recent") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--fp8_amax_compute_algo: expected max or most_recent; got '", algo, "'"));
+    }
+    o.mutable_fp8_recipe()->set_amax_compute_algo(algo);
+  }
   return o;
 }
 
@@ -342,6 +361,9 @@ std::vector<OptionSpec> BenchSpecs() {
       {"graph", "", "", "time CUDA-graph replays (no launch overhead)"},
       {"check", "", "", "compare every output with the float64 reference (numerics columns)"},
       {"autotune", "", "", "let backends with several plans time them"},
+      {"fp8_margin", "N", "", "cudnn_fp8 recipe: scale = (448 / amax) / 2^margin (server default: 0)"},
+      {"fp8_amax_history_len", "N", "", "cudnn_fp8 recipe: calls of amax history (server default: 1024)"},
+      {"fp8_amax_compute_algo", "ALGO", "", "cudnn_fp8 recipe: max or most_recent (server default: max)"},
       {"device", "N", "-1", "the server's device index; -1: the least busy"},
       {"parallel", "N", "0", "cases in flight at once; 0: one per replica of --target"},
       {"out", "DIR", "", "write DIR/results.csv, DIR/results.json and DIR/report.html"},

@@ -39,7 +39,7 @@ std::vector<std::pair<std::string, std::string>> CaseColumns(const CaseRecord& r
   const v1::BenchmarkCase& c = r.case_();
   const v1::Shape& s = c.shape();
   const v1::LatencyStats& st = r.stats();
-  return {
+  std::vector<std::pair<std::string, std::string>> columns = {
       {"index", absl::StrCat(r.index())},
       {"section", JsonQuote(c.section())},
       {"requested_backend", JsonQuote(c.backend().empty() ? "auto" : c.backend())},
@@ -79,6 +79,23 @@ std::vector<std::pair<std::string, std::string>> CaseColumns(const CaseRecord& r
       {"hostname", JsonQuote(r.hostname())},
       {"replica", JsonQuote(record.replica)},
   };
+  // cudnn_fp8 cases: the recipe state after the case's last call; empty (null) for the others.
+  const bool fp8 = r.has_fp8();
+  const v1::Fp8Report& f = r.fp8();
+  auto fp8_num = [&](double v) { return fp8 ? Num(v) : std::string("null"); };
+  columns.push_back({"fp8_recipe", fp8 ? JsonQuote(f.recipe()) : "null"});
+  const std::pair<const char*, const v1::Fp8Values*> groups[] = {
+      {"fp8_scale_", &f.scales_used()}, {"fp8_amax_", &f.amaxes_seen()}, {"fp8_next_scale_", &f.next_scales()}};
+  for (const auto& [prefix, values] : groups) {
+    for (const auto& [tensor, v] : {std::pair<const char*, double>{"q", values->q()}, {"k", values->k()},
+                                    {"v", values->v()}, {"s", values->s()}, {"o", values->o()}}) {
+      columns.push_back({absl::StrCat(prefix, tensor), fp8_num(v)});
+    }
+  }
+  columns.push_back({"fp8_calls_recorded", fp8 ? absl::StrCat(f.calls_recorded()) : "null"});
+  columns.push_back({"fp8_quantize_ms", fp8_num(f.quantize_ms())});
+  columns.push_back({"fp8_max_diff_vs_cudnn", fp8_num(f.max_diff_vs_cudnn())});
+  return columns;
 }
 
 std::string RenderCsv(const Report& report) {

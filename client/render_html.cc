@@ -144,7 +144,8 @@ std::string Fp8(const Report& report) {
     for (const auto& c : report.cases) {
       const v1::BenchmarkCase& a = c.result.case_();
       const v1::BenchmarkCase& b = f->result.case_();
-      if (a.shape().SerializeAsString() == b.shape().SerializeAsString() && a.causal() == b.causal() &&
+      if (a.section() == b.section() && a.shape().SerializeAsString() == b.shape().SerializeAsString() &&
+          a.causal() == b.causal() &&
           (a.backend() == "cudnn_fp8" || a.dtype() != v1::FLOAT32)) {
         group.push_back(&c);
       }
@@ -159,7 +160,26 @@ std::string Fp8(const Report& report) {
   }
   absl::StrAppend(&out, Table({"Backend", "Problem", "Median (ms)", "Max |err|", "Reference / reason"},
                               rows, {2, 3}),
-                  Why(fp8), "</section>\n");
+                  Why(fp8));
+  // The delayed-scaling state each FP8 case ended with.
+  std::vector<std::vector<std::string>> recipe;
+  auto five = [](const v1::Fp8Values& v) {
+    return absl::StrFormat("%.4g / %.4g / %.4g / %.4g / %.4g", v.q(), v.k(), v.v(), v.s(), v.o());
+  };
+  for (const CaseRecord* f : fp8) {
+    if (!IsOk(*f) || !f->result.has_fp8()) continue;
+    const v1::Fp8Report& r = f->result.fp8();
+    recipe.push_back({ProblemLabel(f->result.case_()), r.recipe(), five(r.scales_used()), five(r.amaxes_seen()),
+                      r.quantize_ms() >= 0 ? FormatMs(r.quantize_ms()) : "-",
+                      r.max_diff_vs_cudnn() >= 0 ? FormatError(r.max_diff_vs_cudnn()) : "-"});
+  }
+  if (!recipe.empty()) {
+    absl::StrAppend(&out, "<h3>Delayed scaling (TransformerEngine recipe)</h3>\n",
+                    Table({"Problem", "Recipe", "Scales used (q / k / v / s / o)", "Amaxes seen (q / k / v / s / o)",
+                           "Quantise (ms)", "Max |bf16 - FP8|"},
+                          recipe, {4, 5}));
+  }
+  out += "</section>\n";
   return out;
 }
 

@@ -98,6 +98,54 @@ TextTable CausalEffect(const CaseRecord& c) {
   return t;
 }
 
+std::string Fp8Triple(const v1::Fp8Values& v) {
+  return absl::StrFormat("q %.4g, k %.4g, v %.4g, s %.4g, o %.4g", v.q(), v.k(), v.v(), v.s(), v.o());
+}
+
+// The codelab's "FP8 attention with TransformerEngine" table for one cudnn_fp8 case of a list
+// section, beside the section's cudnn case of the same problem; or its "not available" table.
+TextTable Fp8Table(const CaseRecord& f, const SectionView& s, const std::string& gpu) {
+  TextTable t;
+  t.headers = {"", "Value"};
+  const v1::CaseResult& r = f.result;
+  if (!IsOk(f)) {
+    t.title = "FP8 attention — not available on this GPU";
+    t.rows = {{"GPU", gpu}, {"FP8 support", r.message()}};
+    return t;
+  }
+  t.title = absl::StrCat("FP8 attention with cuDNN (TransformerEngine delayed scaling) — ", ProblemLabel(r.case_()));
+  const CaseRecord* bf16 = nullptr;
+  for (const CaseRecord* c : s.cases) {
+    if (IsOk(*c) && c->result.backend() == "cudnn" &&
+        c->result.case_().shape().SerializeAsString() == r.case_().shape().SerializeAsString() &&
+        c->result.case_().causal() == r.case_().causal()) {
+      bf16 = c;
+    }
+  }
+  const v1::Fp8Report& fp8 = r.fp8();
+  const double ms = r.stats().median_ms();
+  t.rows = {{"GPU", gpu},
+            {"Input dtype", DTypeLabel(r.case_().dtype())},
+            {"FP8 output dtype", DTypeLabel(r.case_().dtype()) + " (dequantised from E4M3)"},
+            {"Output shape", QShape(r.case_().shape())},
+            {"Max |cudnn bf16 - cudnn_fp8|",
+             fp8.max_diff_vs_cudnn() >= 0 ? absl::StrFormat("%.2e", fp8.max_diff_vs_cudnn()) : "- (run with --check)"},
+            {"FP8 median (ms)", absl::StrCat(FormatMs(ms), fp8.quantize_ms() >= 0
+                                                               ? absl::StrCat(", of which quantise ", FormatMs(fp8.quantize_ms()))
+                                                               : "")}};
+  if (bf16 != nullptr) {
+    const double b = bf16->result.stats().median_ms();
+    t.rows.push_back({"bf16 cudnn median (ms)", FormatMs(b)});
+    t.rows.push_back({"FP8 speed-up over bf16", absl::StrFormat("%.2fx", b / ms)});
+  }
+  if (r.has_fp8()) {
+    t.rows.push_back({"Recipe", fp8.recipe()});
+    t.rows.push_back({"Scales used", Fp8Triple(fp8.scales_used())});
+    t.rows.push_back({"Amaxes seen", Fp8Triple(fp8.amaxes_seen())});
+  }
+  return t;
+}
+
 }  // namespace
 
 std::string RenderTables(const Report& report) {
@@ -131,6 +179,14 @@ std::string RenderTables(const Report& report) {
     if (s.kind != SectionKind::kList) continue;
     for (const CaseRecord* c : s.cases) {
       if (IsOk(*c) && c->result.causal_first_diff() >= 0) out += CausalEffect(*c).Render() + "\n";
+    }
+    for (const CaseRecord* c : s.cases) {
+      if (c->result.case_().backend() == "cudnn_fp8") {
+        const std::string gpu = c->result.device_name().empty()
+                                    ? (report.server.devices().empty() ? "-" : report.server.devices(0).name())
+                                    : c->result.device_name();
+        out += Fp8Table(*c, s, gpu).Render() + "\n";
+      }
     }
   }
   const Tally tally = Count(report.cases);

@@ -124,7 +124,20 @@ Report Fixture() {
   rep.cases.push_back(checked);
   const v1::Shape fp8_shape = MakeShape(4, 2048, 8, 8, 64);
   rep.cases.push_back(Ok("FP8 vs bf16", fp8_shape, v1::BFLOAT16, true, "cudnn", 0.25, a));
-  rep.cases.push_back(Ok("FP8 vs bf16", fp8_shape, v1::BFLOAT16, true, "cudnn_fp8", 0.17, b));
+  CaseRecord fp8 = Ok("FP8 vs bf16", fp8_shape, v1::BFLOAT16, true, "cudnn_fp8", 0.17, b);
+  v1::Fp8Report* f = fp8.result.mutable_fp8();
+  f->set_recipe("margin=0 fp8_format=HYBRID amax_history_len=1024 amax_compute_algo=max");
+  for (auto* v : {f->mutable_scales_used(), f->mutable_amaxes_seen(), f->mutable_next_scales()}) {
+    v->set_q(v == f->mutable_amaxes_seen() ? 4.5 : 99.5);
+    v->set_k(v == f->mutable_amaxes_seen() ? 4.25 : 105.4);
+    v->set_v(v == f->mutable_amaxes_seen() ? 4.75 : 94.3);
+    v->set_s(v == f->mutable_amaxes_seen() ? 1 : 448);
+    v->set_o(v == f->mutable_amaxes_seen() ? 2.5 : 179.2);
+  }
+  f->set_calls_recorded(61);
+  f->set_quantize_ms(0.021);
+  f->set_max_diff_vs_cudnn(3.9e-2);
+  rep.cases.push_back(fp8);
   rep.cases.push_back(NotOk(Ok("FP8 vs bf16", fp8_shape, v1::FLOAT32, true, "naive", 1, a), "RESOURCE_EXHAUSTED",
                             "arena: 8589934592 bytes needed but the arena holds only 4294967296"));
   for (size_t n = 0; n < rep.cases.size(); ++n) {
@@ -174,6 +187,9 @@ TEST(Render, TablesHaveTheCodelabsTitlesAndUnits) {
   EXPECT_NE(t.find("Batch-size sweep — T=256, N=8, H=64"), std::string::npos) << t;
   EXPECT_NE(t.find("(ms)"), std::string::npos) << t;
   EXPECT_NE(t.find("MQA"), std::string::npos) << t;
+  // The FP8 row the codelab prints, with the speed-up over the bf16 case beside it.
+  EXPECT_NE(t.find("Max |cudnn bf16 - cudnn_fp8|  3.90e-02"), std::string::npos) << t;
+  EXPECT_NE(t.find("FP8 speed-up over bf16        1.47x"), std::string::npos) << t;
 }
 
 TEST(Render, CsvHasOneRowPerCaseAndEveryRowTheHeadersWidth) {
@@ -229,7 +245,8 @@ TEST(Render, HtmlIsSelfContainedAndHasEveryChart) {
     EXPECT_EQ(html.find(external), std::string::npos) << "external asset: " << external;
   }
   for (const char* part : {"Sequence-length sweep", "Batch-size sweep", "Attention timing",
-                           "MHA", "GQA", "MQA", "Correctness", "FP8 vs bf16", "<svg", "</html>"}) {
+                           "MHA", "GQA", "MQA", "Correctness", "FP8 vs bf16", "Delayed scaling",
+                           "amax_history_len=1024", "<svg", "</html>"}) {
     EXPECT_NE(html.find(part), std::string::npos) << part;
   }
   // Axis titles with units on the sweep charts.
