@@ -2,7 +2,7 @@
 # One device call for the fused backend (issue 7): its GPU tests, compute-sanitizer memcheck and
 # racecheck on small problems, then ours beside PyTorch's SDPA flash backend (FlashAttention-2)
 # and cuDNN on the judged shapes, interleaved ours / peers / ours. Logs under $OUT (at most 8
-# files come back: tests, memcheck, racecheck, ours, peers, ncu).
+# files come back: summary, tests (two), memcheck, racecheck, ours, peers, variants; ncu prints).
 #   bash bench/gpu_fused.sh [tests] [sanitize] [bench] [variants] [ncu]   (default: the first three)
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
@@ -13,12 +13,14 @@ has() { [[ " $steps " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 
 if has tests; then
-  echo "== fused tests (and the registry's)"
-  timeout 300 stdbuf -oL -eL $g/run attn_engine_tests --gtest_filter='*Fused*:Registry*' \
-    --gtest_brief=1 > "$out/tests.log" 2>&1
-  echo "tests exit code $?"
-  grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
-  grep -B2 -A8 'Failure' "$out/tests.log" | head -60
+  echo "== fused tests (and the registry's); bin/attn_engine_tests-<variant> test a variant's build"
+  for bin in $g/bin/attn_engine_tests*; do
+    t=${bin##*/}
+    timeout 300 stdbuf -oL -eL $g/run $t --gtest_filter='*Fused*:Registry*' --gtest_brief=1 > "$out/$t.log" 2>&1
+    echo "$t exit code $?"
+    grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/$t.log"
+    grep -B2 -A8 'Failure' "$out/$t.log" | head -40
+  done
 fi
 
 if has sanitize; then
@@ -26,7 +28,7 @@ if has sanitize; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   filter='*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:FusedBackend.ReadsStridedKv*'
   for tool in memcheck racecheck; do
-    timeout 200 $g/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
+    timeout 120 $g/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
       --gtest_filter="$filter" --gtest_brief=1 > "$out/$tool.log" 2>&1
     echo "$tool exit code $? ($(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$out/$tool.log") clean summaries)"
     grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
@@ -79,10 +81,9 @@ fi
 if has ncu; then
   echo "== ncu: one fused call, B=4 T=S=4096 N=16 H=128 bf16 non-causal"
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  timeout 200 $g/run "$ncu" --clock-control none -k regex:Fused --section SpeedOfLight \
-    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
-    --section WarpStateStats --section LaunchStats attn-bench --backend=fused --dtypes=bfloat16 \
-    --batch=4 --heads=16 --head_dim=128 --seq_lens=4096 --warmup=0 --repeats=1 > "$out/ncu.log" 2>&1
+  timeout 90 $g/run "$ncu" --clock-control none -k regex:FusedHalf -c 1 --section SpeedOfLight \
+    --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats attn-bench --backend=fused --dtypes=bfloat16 \
+    --batch=4 --heads=16 --head_dim=128 --seq_lens=4096 --warmup=0 --repeats=1 > /tmp/ncu.log 2>&1
   echo "ncu exit $?"
-  grep -E 'Duration|Throughput|Pipe|Registers|Achieved Occupancy|Theoretical Occupancy|Stall|Bank|Issue Slots|Executed Ipc' "$out/ncu.log" | head -50
+  grep -E 'Duration|Throughput|Pipe|Registers|Achieved Occupancy|Theoretical Occupancy|Stall|Bank|Issue Slots|Executed Ipc' /tmp/ncu.log | head -60
 fi

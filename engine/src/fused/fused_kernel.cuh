@@ -169,10 +169,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int kv_end = p.causal ? min(p.kv_len, q0 + kBlockM) : p.kv_len;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
 
+  // Q joins the first commit group below.
   LoadTile<Traits, kBlockM>(s_q, q, p.q_row_stride, min(kBlockM, p.q_len - q0), tid);
-  LoadTile<Traits, kBlockN>(s_k, k, p.k_row_stride, min(kBlockN, p.kv_len), tid);
-  LoadTile<Traits, kBlockN>(s_v, v, p.v_row_stride, min(kBlockN, p.kv_len), tid);
-  CpAsyncCommit();
 
   float o[kMAtoms][kDBlocks][4];
   float row_max[kMAtoms][2], row_sum[kMAtoms][2];  // rows g and g + 8 of each slice
@@ -193,23 +191,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int k_row = lane % 8 + 8 * (lane / 16), k_col = ((lane / 8) % 2) * 8;
   const int v_row = lane % 8 + 8 * ((lane / 8) % 2), v_col = (lane / 16) * 8;
 
-  for (int j = 0; j < n_tiles; ++j) {
-    CpAsyncWait<0>();
-    __syncthreads();  // tile j is in; every warp is done with tile j - 1's buffer
-    if (j + 1 < n_tiles) {
-      const int next0 = (j + 1) * kBlockN;
-      const int buf = (j + 1) % 2;
-      LoadTile<Traits, kBlockN>(s_k + buf * Traits::kKvElems, k + next0 * p.k_row_stride,
-                                p.k_row_stride, min(kBlockN, p.kv_len - next0), tid);
-      LoadTile<Traits, kBlockN>(s_v + buf * Traits::kKvElems, v + next0 * p.v_row_stride,
-                                p.v_row_stride, min(kBlockN, p.kv_len - next0), tid);
-    }
-    CpAsyncCommit();
-    const T* ck = s_k + (j % 2) * Traits::kKvElems;
-    const T* cv = s_v + (j % 2) * Traits::kKvElems;
-
-    // S = Q K^T for this warp's rows.
-    float s[kMAtoms][kNBlocks][4];
+  // S = Q K^T for this warp's rows, from the K tile at `ck`.
+  auto compute_scores = [&](float (&s)[kMAtoms][kNBlocks][4], const T* ck) {
 #pragma unroll
     for (int ma = 0; ma < kMAtoms; ++ma)
 #pragma unroll
@@ -232,9 +215,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
         }
       }
     }
+  };
 
+  // Masks tile `key0`'s scores, updates the online softmax and accumulates O += P V from `cv`.
+  auto softmax_and_pv = [&](float (&s)[kMAtoms][kNBlocks][4], const T* cv, int key0) {
     // Mask keys past S, and (causal) keys after the query, only in tiles that have any.
-    const int key0 = j * kBlockN;
     if (key0 + kBlockN > p.kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
 #pragma unroll
       for (int ma = 0; ma < kMAtoms; ++ma)
@@ -260,8 +245,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // A row with no visible key yet keeps max -inf; subtract 0 then, so exp2 gives 0, not NaN.
-        const float max_scaled = mx == -INFINITY ? 0.f : mx * p.scale_log2;
-        const float alpha = FastExp2(row_max[ma][h] * p.scale_log2 - max_scaled);
+        // The old tiles' probabilities were taken relative to the rounded product
+        // __fmul_rn(old max, scale_log2); alpha must use that same value (an FMA here would use
+        // the exact product and bias every rescale by up to half an ulp of max * scale_log2).
+        const float max_scaled = mx == -INFINITY ? 0.f : __fmul_rn(mx, p.scale_log2);
+        const float alpha = FastExp2(__fmul_rn(row_max[ma][h], p.scale_log2) - max_scaled);
         row_max[ma][h] = mx;
         float sum = 0.f;
 #pragma unroll
@@ -302,6 +290,33 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
         }
       }
     }
+  };
+
+  auto load_k = [&](int tile) {
+    const int key0 = tile * kBlockN;
+    LoadTile<Traits, kBlockN>(s_k + (tile % 2) * Traits::kKvElems, k + key0 * p.k_row_stride,
+                              p.k_row_stride, min(kBlockN, p.kv_len - key0), tid);
+  };
+  auto load_v = [&](int tile) {
+    const int key0 = tile * kBlockN;
+    LoadTile<Traits, kBlockN>(s_v + (tile % 2) * Traits::kKvElems, v + key0 * p.v_row_stride,
+                              p.v_row_stride, min(kBlockN, p.kv_len - key0), tid);
+  };
+  // Tile j + 1 (K and V) is in flight while tile j is computed.
+  load_k(0);
+  load_v(0);
+  CpAsyncCommit();
+  for (int j = 0; j < n_tiles; ++j) {
+    CpAsyncWait<0>();
+    __syncthreads();  // tile j is in; every warp is done with tile j - 1's buffers
+    if (j + 1 < n_tiles) {
+      load_k(j + 1);
+      load_v(j + 1);
+    }
+    CpAsyncCommit();
+    float s[kMAtoms][kNBlocks][4];
+    compute_scores(s, s_k + (j % 2) * Traits::kKvElems);
+    softmax_and_pv(s, s_v + (j % 2) * Traits::kKvElems, j * kBlockN);
   }
   CpAsyncWait<0>();
 
@@ -359,6 +374,17 @@ struct FloatTraits {
   static_assert(kHeadDim % 32 == 0, "each lane owns kHeadDim / 32 output dims");
 };
 
+// (hi, lo) = (hi, lo) * alpha + x, compensated; _rn intrinsics keep nvcc from contracting the
+// steps into FMAs, which would break the compensation.
+__device__ __forceinline__ void KahanScaleAdd(float& hi, float& lo, float alpha, float x) {
+  hi = __fmul_rn(hi, alpha);
+  lo = __fmul_rn(lo, alpha);
+  const float y = __fsub_rn(x, lo);
+  const float t = __fadd_rn(hi, y);
+  lo = __fsub_rn(__fsub_rn(t, hi), y);
+  hi = t;
+}
+
 template <int kHeadDim>
 __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedParams p) {
   using Traits = FloatTraits<kHeadDim>;
@@ -381,10 +407,12 @@ __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedP
   }
   const int kv_end = p.causal ? min(p.kv_len, q0 + kFloatRows) : p.kv_len;
 
-  float acc[Traits::kPerLane];
+  // O and the running sum are compensated (Kahan) sums of per-tile partials: over S = 13000
+  // keys a plain running sum lost ~2e-6 relative, 5x the naive path's blocked GEMM.
+  float acc[Traits::kPerLane], acc_lo[Traits::kPerLane];
 #pragma unroll
-  for (int i = 0; i < Traits::kPerLane; ++i) acc[i] = 0.f;
-  float row_max = -INFINITY, lane_sum = 0.f;
+  for (int i = 0; i < Traits::kPerLane; ++i) acc[i] = acc_lo[i] = 0.f;
+  float row_max = -INFINITY, lane_sum = 0.f, lane_sum_lo = 0.f;
 
   for (int key0 = 0; key0 < kv_end; key0 += kFloatKeys) {
     __syncthreads();  // the previous tile is consumed (and s_q is written, first time)
@@ -414,22 +442,27 @@ __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedP
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
     mx = fmaxf(mx, row_max);
-    const float max_scaled = mx == -INFINITY ? 0.f : mx * p.scale_log2;
-    const float alpha = exp2f(row_max * p.scale_log2 - max_scaled);
+    // Same rounded products as the half kernel (why: there). Measured by a CPU emulation of this
+    // arithmetic at S = 13000: rel L2 9e-6 with an FMA here and plain sums, 2.6e-7 with both fixes.
+    const float max_scaled = mx == -INFINITY ? 0.f : __fmul_rn(mx, p.scale_log2);
+    const float alpha = exp2f(__fmul_rn(row_max, p.scale_log2) - max_scaled);
     row_max = mx;
     const float pr = exp2f(fmaf(score, p.scale_log2, -max_scaled));
-    lane_sum = lane_sum * alpha + pr;
+    KahanScaleAdd(lane_sum, lane_sum_lo, alpha, pr);
+    float part[Traits::kPerLane];
 #pragma unroll
-    for (int i = 0; i < Traits::kPerLane; ++i) acc[i] *= alpha;
+    for (int i = 0; i < Traits::kPerLane; ++i) part[i] = 0.f;
 #pragma unroll 8
     for (int jk = 0; jk < kFloatKeys; ++jk) {
       const float pj = __shfl_sync(0xffffffffu, pr, jk);
 #pragma unroll
-      for (int i = 0; i < Traits::kPerLane; ++i) acc[i] = fmaf(pj, s_v[jk * kHeadDim + lane + 32 * i], acc[i]);
+      for (int i = 0; i < Traits::kPerLane; ++i) part[i] = fmaf(pj, s_v[jk * kHeadDim + lane + 32 * i], part[i]);
     }
+#pragma unroll
+    for (int i = 0; i < Traits::kPerLane; ++i) KahanScaleAdd(acc[i], acc_lo[i], alpha, part[i]);
   }
 
-  float sum = lane_sum;
+  float sum = lane_sum - lane_sum_lo;  // lo holds what hi overshot
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   if (t < p.q_len) {
@@ -437,7 +470,7 @@ __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedP
     float* out = static_cast<float*>(p.out) + batch * p.o_batch_stride + head * p.o_head_stride +
                  static_cast<int64_t>(t) * p.o_row_stride;
 #pragma unroll
-    for (int i = 0; i < Traits::kPerLane; ++i) out[lane + 32 * i] = acc[i] * inv;
+    for (int i = 0; i < Traits::kPerLane; ++i) out[lane + 32 * i] = (acc[i] - acc_lo[i]) * inv;
   }
 }
 
@@ -455,14 +488,18 @@ cudaError_t LaunchFloat(const FusedParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The tile choice per head dim (why: NOTES.md). 4 warps of 128 threads, two blocks per SM (so
-// one block's barrier never idles the SM), up to 255 registers per thread. Head dims up to 128:
-// 128 query rows (32 per warp: every K/V fragment read from shared memory feeds two mma rows)
-// and 64-key tiles. 256: the O accumulator alone is 128 registers per thread at 16 rows per
-// warp, so 64 query rows and 32-key tiles.
+// The tile choice per head dim (measurements: NOTES.md). 4 warps of 128 threads, two blocks per
+// SM (so one block's barrier never idles the SM), up to 255 registers a thread. 128 query rows
+// (32 per warp: every K/V fragment read from shared memory feeds two mma row slices); 64-key
+// tiles, except 32 for H = 128 (+3-8% on H200 over 64: S in 32 instead of 64 registers). 256:
+// the O accumulator alone is 128 registers a thread, so 64 query rows and 32-key tiles.
 template <int kHeadDim>
 struct HalfTileFor {
   using Traits = HalfTraits<kHeadDim, 128, 64, 4, 2>;
+};
+template <>
+struct HalfTileFor<128> {
+  using Traits = HalfTraits<128, 128, 32, 4, 2>;
 };
 template <>
 struct HalfTileFor<256> {
