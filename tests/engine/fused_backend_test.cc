@@ -26,8 +26,9 @@ TEST(FusedSupport, NeedsACudaDeviceOfAmpereOrNewer) {
   EXPECT_EQ(s.message(), "fused: needs a CUDA device");
   s = Fused()->CheckSupport(p, FakeGpu(7, 5));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.message(),
-            "fused: needs compute capability >= 8.0 (cp.async, bf16/fp16 mma.sync); device has 7.5");
+  EXPECT_EQ(
+      s.message(),
+      "fused: needs compute capability >= 8.0 (cp.async, bf16/fp16 mma.sync); device has 7.5");
   EXPECT_TRUE(Fused()->CheckSupport(p, FakeGpu(8, 9)).ok());
   EXPECT_TRUE(Fused()->CheckSupport(p, FakeGpu(9, 0)).ok());
 }
@@ -95,11 +96,11 @@ TEST_P(FusedVersusReference, WithinToleranceAndAtMostTwiceTheNaiveError) {
   RecordProperty("naive_rel_l2", std::to_string(n.rel_l2));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AwkwardShapes, FusedVersusReference,
-    ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
-                       ::testing::ValuesIn(kShapes), ::testing::Bool()),
-    DtypeShapeCausalName);
+INSTANTIATE_TEST_SUITE_P(AwkwardShapes, FusedVersusReference,
+                         ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16,
+                                                              DType::kFloat16),
+                                            ::testing::ValuesIn(kShapes), ::testing::Bool()),
+                         DtypeShapeCausalName);
 
 // Sizes too large for the float64 loop: against the naive backend in true float32 on the same
 // (exactly representable) values, whose error vs float64 is ~1e-6, far below bf16's.
@@ -124,14 +125,15 @@ TEST_P(FusedVersusNaiveFloat32, WithinTolerance) {
 }
 
 const Shape kLargeShapes[] = {
-    {2, 1536, 1536, 4, 1, 128}, {1, 2000, 3000, 4, 2, 64}, {1, 1100, 1100, 2, 2, 256},
+    {2, 1536, 1536, 4, 1, 128},
+    {1, 2000, 3000, 4, 2, 64},
+    {1, 1100, 1100, 2, 2, 256},
 };
 
-INSTANTIATE_TEST_SUITE_P(
-    LargeShapes, FusedVersusNaiveFloat32,
-    ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
-                       ::testing::ValuesIn(kLargeShapes), ::testing::Bool()),
-    DtypeShapeCausalName);
+INSTANTIATE_TEST_SUITE_P(LargeShapes, FusedVersusNaiveFloat32,
+                         ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
+                                            ::testing::ValuesIn(kLargeShapes), ::testing::Bool()),
+                         DtypeShapeCausalName);
 
 TEST(FusedBackend, ExplicitScaleMatchesReference) {
   ATTN_REQUIRE_GPU();
@@ -213,8 +215,8 @@ TEST(FusedBackend, RefusesHalfRowsThatAreNot16ByteAligned) {
   const int64_t bytes = QueryElements(p) * 2;
   alignas(16) static char buffer[4 * 2048 + 64];
   auto view = [&](int i) {
-    return TensorView::Contiguous(buffer + i * bytes, bytes, p.dtype, MemoryKind::kDevice, 1, 16,
-                                  2, 32);
+    return TensorView::Contiguous(buffer + i * bytes, bytes, p.dtype, MemoryKind::kDevice, 1, 16, 2,
+                                  32);
   };
   AttentionTensors t{view(0), view(1), view(2), view(3)};
   t.k.data = buffer + bytes + 2;  // one element off

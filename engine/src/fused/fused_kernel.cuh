@@ -185,18 +185,19 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int warp_row0 = warp * kMAtoms * 16;
   const int quad_row = lane / 4, quad_col = 2 * (lane % 4);
   // ldmatrix row addresses: A (Q) rows lane % 16 at k chunk lane / 16; B (K) keys lane % 8 +
-  // 8 * (lane / 16) at k chunk (lane / 8) % 2; B (V, transposed) keys lane % 8 + 8 * ((lane / 8) % 2)
-  // at d chunk lane / 16.
+  // 8 * (lane / 16) at k chunk (lane / 8) % 2; B (V, transposed) keys lane % 8 + 8 * ((lane / 8) %
+  // 2) at d chunk lane / 16.
   const int a_row = lane % 16, a_col = (lane / 16) * 8;
   const int k_row = lane % 8 + 8 * (lane / 16), k_col = ((lane / 8) % 2) * 8;
   const int v_row = lane % 8 + 8 * ((lane / 8) % 2), v_col = (lane / 16) * 8;
 
   // S = Q K^T for this warp's rows, from the K tile at `ck`.
-  auto compute_scores = [&](float (&s)[kMAtoms][kNBlocks][4], const T* ck) {
+  auto compute_scores = [&](float(&s)[kMAtoms][kNBlocks][4], const T* ck) {
 #pragma unroll
     for (int ma = 0; ma < kMAtoms; ++ma)
 #pragma unroll
-      for (int nb = 0; nb < kNBlocks; ++nb) s[ma][nb][0] = s[ma][nb][1] = s[ma][nb][2] = s[ma][nb][3] = 0.f;
+      for (int nb = 0; nb < kNBlocks; ++nb)
+        s[ma][nb][0] = s[ma][nb][1] = s[ma][nb][2] = s[ma][nb][3] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < Traits::kHeadDim / 16; ++ks) {
       uint32_t a[kMAtoms][4];
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   };
 
   // Masks tile `key0`'s scores, updates the online softmax and accumulates O += P V from `cv`.
-  auto softmax_and_pv = [&](float (&s)[kMAtoms][kNBlocks][4], const T* cv, int key0) {
+  auto softmax_and_pv = [&](float(&s)[kMAtoms][kNBlocks][4], const T* cv, int key0) {
     // Mask keys past S, and (causal) keys after the query, only in tiles that have any.
     if (key0 + kBlockN > p.kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
 #pragma unroll
@@ -241,7 +242,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       for (int h = 0; h < 2; ++h) {
         float mx = row_max[ma][h];
 #pragma unroll
-        for (int nb = 0; nb < kNBlocks; ++nb) mx = fmaxf(mx, fmaxf(s[ma][nb][2 * h], s[ma][nb][2 * h + 1]));
+        for (int nb = 0; nb < kNBlocks; ++nb)
+          mx = fmaxf(mx, fmaxf(s[ma][nb][2 * h], s[ma][nb][2 * h + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // A row with no visible key yet keeps max -inf; subtract 0 then, so exp2 gives 0, not NaN.
@@ -268,7 +270,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
         }
       }
 
-    // O += P V: P's accumulator layout is the A-fragment layout of the next mma.
+      // O += P V: P's accumulator layout is the A-fragment layout of the next mma.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       uint32_t pa[kMAtoms][4];
@@ -389,17 +391,20 @@ template <int kHeadDim>
 __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedParams p) {
   using Traits = FloatTraits<kHeadDim>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  float* const s_k = reinterpret_cast<float*>(smem_raw);        // [keys][kKStride]
-  float* const s_v = s_k + kFloatKeys * Traits::kKStride;        // [keys][kHeadDim]
-  float* const s_q = s_v + kFloatKeys * kHeadDim;                // [rows][kHeadDim]
+  float* const s_k = reinterpret_cast<float*>(smem_raw);   // [keys][kKStride]
+  float* const s_v = s_k + kFloatKeys * Traits::kKStride;  // [keys][kHeadDim]
+  float* const s_q = s_v + kFloatKeys * kHeadDim;          // [rows][kHeadDim]
 
   const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / p.group;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int q0 = blockIdx.x * kFloatRows;
   const int t = q0 + warp;
-  const float* q = static_cast<const float*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride;
-  const float* k = static_cast<const float*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
-  const float* v = static_cast<const float*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+  const float* q =
+      static_cast<const float*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride;
+  const float* k =
+      static_cast<const float*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
+  const float* v =
+      static_cast<const float*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
 
   for (int i = tid; i < kFloatRows * kHeadDim; i += kFloatRows * 32) {
     const int r = i / kHeadDim, d = i % kHeadDim;
@@ -456,7 +461,8 @@ __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedP
     for (int jk = 0; jk < kFloatKeys; ++jk) {
       const float pj = __shfl_sync(0xffffffffu, pr, jk);
 #pragma unroll
-      for (int i = 0; i < Traits::kPerLane; ++i) part[i] = fmaf(pj, s_v[jk * kHeadDim + lane + 32 * i], part[i]);
+      for (int i = 0; i < Traits::kPerLane; ++i)
+        part[i] = fmaf(pj, s_v[jk * kHeadDim + lane + 32 * i], part[i]);
     }
 #pragma unroll
     for (int i = 0; i < Traits::kPerLane; ++i) KahanScaleAdd(acc[i], acc_lo[i], alpha, part[i]);
@@ -525,8 +531,8 @@ cudaError_t LaunchFusedFloat(const FusedParams& p, cudaStream_t stream) {
 }  // namespace attn
 
 // One head dim's instantiations: each fused_hdim<H>.cu holds exactly this line.
-#define ATTN_FUSED_INSTANTIATE(H)                                                             \
-  namespace attn {                                                                            \
-  template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, cudaStream_t);   \
-  template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);                 \
+#define ATTN_FUSED_INSTANTIATE(H)                                                           \
+  namespace attn {                                                                          \
+  template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, cudaStream_t); \
+  template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);               \
   }
