@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -311,7 +312,8 @@ class Dispatcher {
     if (!got) {
       *record.result.mutable_case_() = c;
       record.result.set_status(CodeName(status.ok() ? grpc::INTERNAL : status.error_code()));
-      record.result.set_message(status.ok() ? "the server sent no result" : DescribeRpcError(status, ""));
+      // The code is the status column already; the message is the server's alone.
+      record.result.set_message(status.ok() ? "the server sent no result" : status.error_message());
       record.result.set_max_abs_error(-1);
       record.result.set_rel_l2_error(-1);
       record.result.set_causal_first_diff(-1);
@@ -448,7 +450,15 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
                                                   "cases in flight were cancelled on the server",
                                                   static_cast<int>(report.cases.size())));
   }
-  return Count(report.cases).failed > 0 ? kExitFailed : kExitOk;
+  // A job the server refused as a whole (every failure INVALID_ARGUMENT: options or shapes
+  // out of its rules) is a usage error, as it is for attend.
+  const Tally tally = Count(report.cases);
+  if (tally.failed == 0) return kExitOk;
+  const bool all_invalid = std::all_of(report.cases.begin(), report.cases.end(), [](const CaseRecord& c) {
+    return c.result.status() == "OK" || c.result.status() == "FAILED_PRECONDITION" ||
+           c.result.status() == "INVALID_ARGUMENT";
+  });
+  return all_invalid ? kExitUsage : kExitFailed;
 }
 
 }  // namespace attn::client

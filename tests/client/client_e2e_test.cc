@@ -242,6 +242,13 @@ TEST_F(ClientE2E, BenchAxesWriteTheThreeFilesAndCountUnsupportedApart) {
   EXPECT_NE(html.find("</html>"), std::string::npos);
 }
 
+TEST_F(ClientE2E, OptionsTheServerRefusesExitTwoWithItsRule) {
+  ClientRun r = Client(Target() + " bench --seq-lens=16 --heads=1 --head-dims=16 --backends=cpu --budget=120");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.out.find("options.case_budget_seconds: must be in (0, 60], got 120"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("INVALID_ARGUMENT: INVALID_ARGUMENT"), std::string::npos) << r.out;
+}
+
 TEST_F(ClientE2E, AFailedCaseExitsOneAndSaysWhy) {
   ClientRun r = Client(Target() + " bench --seq-lens=100000 --heads=64 --head-dims=256 --backends=cpu "
                  "--warmup=0 --repeats=1");
@@ -249,6 +256,40 @@ TEST_F(ClientE2E, AFailedCaseExitsOneAndSaysWhy) {
   EXPECT_NE(r.out.find("RESOURCE_EXHAUSTED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("arena"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 failed"), std::string::npos) << r.out;
+}
+
+// Ctrl-C during a long case: the client cancels the call, exits 130 at once, and the server's
+// worker is free again (the next call does not wait behind the cancelled case).
+TEST_F(ClientE2E, InterruptCancelsTheJobOnTheServer) {
+  const std::string err = ::testing::TempDir() + "/interrupt.err";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen(err.c_str(), "w", stderr);
+    const std::string binary = Binary("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY);
+    const std::string target = Target();
+    // About 1.5 s per call on 2 cores: 50 repeats would hold the worker for over a minute.
+    execl(binary.c_str(), binary.c_str(), target.c_str(), "bench", "--seq-lens=2048", "--heads=8",
+          "--head-dims=64", "--dtypes=float32", "--backends=cpu", "--warmup=0", "--repeats=50",
+          "--budget=60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto sent = std::chrono::steady_clock::now();
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const double exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130) << ReadFile(err);
+  EXPECT_LT(exit_s, 5.0);
+  EXPECT_NE(ReadFile(err).find("interrupted"), std::string::npos) << ReadFile(err);
+  const auto before = std::chrono::steady_clock::now();
+  ClientRun r = Client(Target() + " attend --batch=1 --seq-len=16 --heads=1 --head-dim=16 --dtype=float32");
+  const double next_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_LT(next_s, 10.0) << "the cancelled case still held the server's worker";
 }
 
 // Two servers behind one comma-list target: round_robin spreads the cases, and each result says
