@@ -184,4 +184,49 @@ Comparison Compare(const std::vector<double>& out, const std::vector<double>& re
   return c;
 }
 
+void ExpectStridedKvMatchesReference(const Backend& backend, const AttentionProblem& p,
+                                     uint64_t seed) {
+  DeviceContext& gpu = *SharedGpuContext();
+  Inputs in = RandomInputs(p, seed);
+  const int64_t kh = p.num_kv_heads * p.head_dim;
+  std::vector<uint16_t> kv(static_cast<size_t>(2 * KeyValueElements(p)));
+  const auto* k16 = reinterpret_cast<const uint16_t*>(in.k.bytes.data());
+  const auto* v16 = reinterpret_cast<const uint16_t*>(in.v.bytes.data());
+  for (int64_t bs = 0; bs < p.batch * p.kv_len; ++bs)
+    for (int64_t i = 0; i < kh; ++i) {
+      kv[bs * 2 * kh + i] = k16[bs * kh + i];
+      kv[bs * 2 * kh + kh + i] = v16[bs * kh + i];
+    }
+  const int64_t kv_bytes = static_cast<int64_t>(kv.size() * 2);
+  const int64_t q_bytes = static_cast<int64_t>(in.q.bytes.size());
+  auto kv_block = gpu.arena().Allocate(kv_bytes);
+  auto q_block = gpu.arena().Allocate(q_bytes);
+  auto out_block = gpu.arena().Allocate(q_bytes);
+  ASSERT_TRUE(kv_block.ok() && q_block.ok() && out_block.ok());
+  ASSERT_TRUE(gpu.CopyToDevice(kv_block->data(), kv.data(), kv_bytes).ok());
+  ASSERT_TRUE(gpu.CopyToDevice(q_block->data(), in.q.bytes.data(), q_bytes).ok());
+  auto strided = [&](char* data) {
+    TensorView v;
+    v.data = data;
+    v.capacity_bytes = kv_bytes - (data - static_cast<char*>(kv_block->data()));
+    v.dtype = p.dtype;
+    v.memory = MemoryKind::kDevice;
+    v.shape = {p.batch, p.kv_len, p.num_kv_heads, p.head_dim};
+    v.strides = {p.kv_len * 2 * kh, 2 * kh, p.head_dim, 1};
+    return v;
+  };
+  char* kv_base = static_cast<char*>(kv_block->data());
+  AttentionTensors t{
+      TensorView::Contiguous(q_block->data(), q_bytes, p.dtype, MemoryKind::kDevice, p.batch,
+                             p.q_len, p.num_heads, p.head_dim),
+      strided(kv_base), strided(kv_base + kh * 2),
+      TensorView::Contiguous(out_block->data(), q_bytes, p.dtype, MemoryKind::kDevice, p.batch,
+                             p.q_len, p.num_heads, p.head_dim)};
+  ASSERT_TRUE(RunAttention(backend, p, t, gpu).ok());
+  std::vector<uint8_t> out(static_cast<size_t>(q_bytes));
+  ASSERT_TRUE(gpu.CopyToHost(out.data(), out_block->data(), q_bytes).ok());
+  const Comparison c = Compare(Decode(out, p.dtype), Reference(in), ToleranceFor(p.dtype));
+  EXPECT_TRUE(c.within) << c.ToString();
+}
+
 }  // namespace attn::testing

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "attn/backend.h"
 #include "attn/device.h"
 #include "attn/problem.h"
 #include "engine/tolerances.h"
@@ -79,6 +80,12 @@ struct Comparison {
   std::string ToString() const;
 };
 Comparison Compare(const std::vector<double>& out, const std::vector<double>& ref, Tolerance tol);
+
+// Runs `backend` on the GPU with K and V interleaved in one (B, S, 2, K, H) buffer, as a KV
+// cache stores them (strided views, no copies), and compares with the float64 reference.
+// `p` must be a 16-bit problem. Call after ATTN_REQUIRE_GPU().
+void ExpectStridedKvMatchesReference(const Backend& backend, const AttentionProblem& p,
+                                     uint64_t seed);
 
 }  // namespace attn::testing
 
