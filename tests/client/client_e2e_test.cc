@@ -249,6 +249,25 @@ TEST_F(ClientE2E, OptionsTheServerRefusesExitTwoWithItsRule) {
   EXPECT_EQ(r.out.find("INVALID_ARGUMENT: INVALID_ARGUMENT"), std::string::npos) << r.out;
 }
 
+// On a terminal (util-linux `script` gives the client a pseudo-terminal) progress is a bar
+// redrawn in place with cases done / total, the current case and an ETA.
+TEST_F(ClientE2E, ProgressIsABarOnATerminal) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "util-linux `script` not installed (Debian package bsdutils)";
+  }
+  const std::string log = ::testing::TempDir() + "/tty.log";
+  const std::string cmd = absl::StrCat(
+      "script -qc '", Binary("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY), " ", Target(),
+      " bench --seq-lens=16,32,48 --heads=2 --head-dims=16 --dtypes=float32 --backends=cpu "
+      "--warmup=1 --repeats=3 >/dev/null' ", log, " >/dev/null 2>&1");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string tty = ReadFile(log);
+  EXPECT_NE(tty.find("\r\x1b[K["), std::string::npos) << "not redrawn in place: " << tty;
+  EXPECT_NE(tty.find("] 0/3  ETA --:--  cpu float32 B4 T16"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("########] 3/3  ETA 0:00"), std::string::npos) << tty;
+  EXPECT_EQ(tty.find("[3/3] ok"), std::string::npos) << "plain lines on a terminal: " << tty;
+}
+
 TEST_F(ClientE2E, AFailedCaseExitsOneAndSaysWhy) {
   ClientRun r = Client(Target() + " bench --seq-lens=100000 --heads=64 --head-dims=256 --backends=cpu "
                  "--warmup=0 --repeats=1");
