@@ -257,29 +257,42 @@ class Dispatcher {
     finished_.fetch_add(1);
   }
 
+  // A result for a case that never ran on the server: its status and why, no numerics.
+  static v1::CaseResult NotRun(const v1::BenchmarkCase& c, const std::string& status,
+                               const std::string& message) {
+    v1::CaseResult r;
+    *r.mutable_case_() = c;
+    r.set_status(status);
+    r.set_message(message);
+    r.set_max_abs_error(-1);
+    r.set_rel_l2_error(-1);
+    r.set_causal_first_diff(-1);
+    r.set_causal_last_diff(-1);
+    return r;
+  }
+
   void RunOne(size_t i) {
     const v1::BenchmarkCase& c = cases_[i];
-    v1::CaseResult empty;
-    *empty.mutable_case_() = c;
-    progress_.Started(absl::StrCat(SeriesLabel(empty), " ", ProblemLabel(c)));
+    progress_.Started(absl::StrCat(SeriesLabel(NotRun(c, "", "")), " ", ProblemLabel(c)));
+    CaseRecord record;
     // A suite (expanded here by this client's engine) may name a backend an older server lacks:
     // reported as unsupported, as the server's runner reports a backend it was built without.
     if (c.backend() != "auto" && !server_backends_.count(c.backend())) {
-      CaseRecord record;
-      record.result = empty;
-      record.result.set_status("FAILED_PRECONDITION");
-      record.result.set_message(absl::StrCat(c.backend(), ": not built into this server (it has ",
-                                             absl::StrJoin(server_backends_, ", "), ")"));
-      for (auto set : {&v1::CaseResult::set_max_abs_error, &v1::CaseResult::set_rel_l2_error,
-                       &v1::CaseResult::set_causal_first_diff, &v1::CaseResult::set_causal_last_diff}) {
-        (record.result.*set)(-1);
-      }
-      record.result.set_index(static_cast<int32_t>(i));
-      record.result.set_total(static_cast<int32_t>(cases_.size()));
-      progress_.Finished(record);
-      records_[i] = std::move(record);
-      return;
+      record.result = NotRun(c, "FAILED_PRECONDITION",
+                             absl::StrCat(c.backend(), ": not built into this server (it has ",
+                                          absl::StrJoin(server_backends_, ", "), ")"));
+    } else {
+      record = Call(i);
     }
+    record.result.set_index(static_cast<int32_t>(i));
+    record.result.set_total(static_cast<int32_t>(cases_.size()));
+    progress_.Finished(record);
+    records_[i] = std::move(record);
+  }
+
+  // One RunBenchmark call holding case i alone; cancellable through in_flight_.
+  CaseRecord Call(size_t i) {
+    const v1::BenchmarkCase& c = cases_[i];
     v1::RunBenchmarkRequest req;
     *req.mutable_cases()->add_cases() = c;
     *req.mutable_options() = options_;
@@ -310,19 +323,11 @@ class Dispatcher {
     }
     record.replica = ctx.peer();
     if (!got) {
-      *record.result.mutable_case_() = c;
-      record.result.set_status(CodeName(status.ok() ? grpc::INTERNAL : status.error_code()));
       // The code is the status column already; the message is the server's alone.
-      record.result.set_message(status.ok() ? "the server sent no result" : status.error_message());
-      record.result.set_max_abs_error(-1);
-      record.result.set_rel_l2_error(-1);
-      record.result.set_causal_first_diff(-1);
-      record.result.set_causal_last_diff(-1);
+      record.result = NotRun(c, CodeName(status.ok() ? grpc::INTERNAL : status.error_code()),
+                             status.ok() ? "the server sent no result" : status.error_message());
     }
-    record.result.set_index(static_cast<int32_t>(i));
-    record.result.set_total(static_cast<int32_t>(cases_.size()));
-    progress_.Finished(record);
-    records_[i] = std::move(record);
+    return record;
   }
 
   std::unique_ptr<v1::AttentionService::Stub> stub_;
