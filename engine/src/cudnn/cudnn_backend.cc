@@ -1,7 +1,6 @@
 // `cudnn`: cuDNN's fused flash attention (forward SDPA, inference) through the cudnn-frontend
 // graph API, the C++ counterpart of jax.nn.dot_product_attention(implementation="cudnn").
-// One of the two translation units that include cudnn_frontend.h (with cudnn_fp8; each takes
-// ~90 s to compile).
+// This is the only translation unit that includes cudnn_frontend.h (it takes ~90 s to compile).
 //
 // Tensors are described to cuDNN by their BTNH strides as (B, heads, L, H) views: no transposes.
 // Graphs are built once per full key (problem, strides, autotune) and kept in a bounded LRU
@@ -10,13 +9,13 @@
 #include <cudnn_frontend.h>
 
 #include <chrono>
+#include <list>
 #include <mutex>
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backends.h"
-#include "cudnn/plan_cache.h"
 
 namespace attn {
 namespace {
@@ -101,15 +100,34 @@ class CudnnState final : public BackendState {
 
   // The cached plan for `key`, building it on a miss. Requires mu_ held.
   absl::StatusOr<Plan*> GetLocked(const PlanKey& key) {
-    return plans_.GetOrBuild(key, [&] { return Build(key); });
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      ++hits_;
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return &it->second->second;
+    }
+    ++misses_;
+    const auto start = std::chrono::steady_clock::now();
+    auto plan = Build(key);
+    last_build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    build_seconds_ += last_build_seconds_;
+    if (!plan.ok()) return plan.status();
+    lru_.emplace_front(key, *std::move(plan));
+    index_[key] = lru_.begin();
+    if (static_cast<int64_t>(lru_.size()) > kPlanCacheCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return &lru_.front().second;
   }
 
   PlanCacheStats Stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return plans_.Stats();
+    return {hits_, misses_, static_cast<int64_t>(lru_.size()), kPlanCacheCapacity, build_seconds_,
+            last_build_seconds_};
   }
 
-  void AddBuildSeconds(double s) { plans_.AddBuildSeconds(s); }
+  void AddBuildSeconds(double s) { build_seconds_ += s; }
 
   std::mutex mu_;
   cudnnHandle_t handle_ = nullptr;
@@ -176,7 +194,10 @@ class CudnnState final : public BackendState {
     return plan;
   }
 
-  PlanCache<PlanKey, Plan, PlanKeyHash> plans_{kPlanCacheCapacity};
+  std::list<std::pair<PlanKey, Plan>> lru_;
+  std::unordered_map<PlanKey, std::list<std::pair<PlanKey, Plan>>::iterator, PlanKeyHash> index_;
+  int64_t hits_ = 0, misses_ = 0;
+  double build_seconds_ = 0, last_build_seconds_ = 0;
 };
 
 class CudnnBackend final : public Backend {

@@ -16,6 +16,8 @@
 #include <cudnn_frontend.h>
 
 #include <algorithm>
+#include <chrono>
+#include <list>
 #include <mutex>
 #include <unordered_map>
 
@@ -23,7 +25,6 @@
 #include "attn/fp8.h"
 #include "attn/timing.h"
 #include "backends.h"
-#include "cudnn/plan_cache.h"
 #include "cuda/check.h"
 #include "cudnn_fp8/fp8_kernels.h"
 
@@ -105,12 +106,32 @@ class Fp8State final : public BackendState {
 
   // The cached plan for `p`, building it on a miss. Requires mu_ held.
   absl::StatusOr<Plan*> GetLocked(const AttentionProblem& p, bool autotune = false) {
-    return plans_.GetOrBuild(KeyOf(p, autotune), [&] { return Build(p, autotune); });
+    const PlanKey key = KeyOf(p, autotune);
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      ++hits_;
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return &it->second->second;
+    }
+    ++misses_;
+    const auto start = std::chrono::steady_clock::now();
+    auto plan = Build(p, autotune);
+    last_build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    build_seconds_ += last_build_seconds_;
+    if (!plan.ok()) return plan.status();
+    lru_.emplace_front(key, *std::move(plan));
+    index_[key] = lru_.begin();
+    if (static_cast<int64_t>(lru_.size()) > kPlanCacheCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return &lru_.front().second;
   }
 
   PlanCacheStats Stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return plans_.Stats();
+    return {hits_, misses_, static_cast<int64_t>(lru_.size()), kPlanCacheCapacity, build_seconds_,
+            last_build_seconds_};
   }
 
   std::mutex mu_;
@@ -190,7 +211,10 @@ class Fp8State final : public BackendState {
     return plan;
   }
 
-  PlanCache<PlanKey, Plan, PlanKeyHash> plans_{kPlanCacheCapacity};
+  std::list<std::pair<PlanKey, Plan>> lru_;
+  std::unordered_map<PlanKey, std::list<std::pair<PlanKey, Plan>>::iterator, PlanKeyHash> index_;
+  int64_t hits_ = 0, misses_ = 0;
+  double build_seconds_ = 0, last_build_seconds_ = 0;
 };
 
 // Byte offsets of one call's pieces in the backend's workspace.
