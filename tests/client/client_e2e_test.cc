@@ -21,61 +21,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/npy.h"
+#include "server_process.h"
 
 namespace attn::client {
 namespace {
 
-// The build's paths, or ATTN_SERVER_BINARY / ATTN_CLIENT_BINARY (for a copied bundle).
-std::string Binary(const char* env, const char* built) {
-  const char* v = std::getenv(env);
-  return v != nullptr ? v : built;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// attn-server --devices=cpu on 127.0.0.1, port from its SERVING line; killed on destruction.
-class ServerProcess {
- public:
-  explicit ServerProcess(const std::string& name) {
-    log_ = ::testing::TempDir() + "/attn_client_e2e_" + name + ".log";
-    const std::string binary = Binary("ATTN_SERVER_BINARY", ATTN_SERVER_BINARY);
-    pid_ = fork();
-    if (pid_ == 0) {
-      freopen(log_.c_str(), "w", stdout);
-      dup2(fileno(stdout), 2);
-      execl(binary.c_str(), binary.c_str(), "--listen_address=127.0.0.1:0", "--metrics_address=",
-            "--devices=cpu", "--arena_mib=256", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 400 && port_ == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-      std::smatch m;
-      const std::string text = ReadFile(log_);
-      if (std::regex_search(text, m, std::regex("SERVING listen=\"127.0.0.1:0 \\(port ([0-9]+)\\)"))) {
-        port_ = std::stoi(m[1]);
-      }
-    }
-  }
-  ~ServerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  int port() const { return port_; }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  const std::string& log() const { return log_; }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  std::string log_;
-};
+using ::attn::testing::BinaryPath;
+using ::attn::testing::ReadTextFile;
+using ::attn::testing::ScratchDir;
+using ::attn::testing::ServerProcess;
 
 struct ClientRun {
   int rc = -1;
@@ -85,15 +39,15 @@ struct ClientRun {
 // attn-client with `args` (shell words), stdout and stderr kept apart.
 ClientRun Client(const std::string& args) {
   static int n = 0;
-  const std::string out = absl::StrCat(::testing::TempDir(), "/attn_client_", getpid(), "_", n, ".out");
-  const std::string err = absl::StrCat(::testing::TempDir(), "/attn_client_", getpid(), "_", n++, ".err");
-  const std::string cmd = absl::StrCat(Binary("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY), " ", args,
+  const std::string out = absl::StrCat(ScratchDir(), "client_", n, ".out");
+  const std::string err = absl::StrCat(ScratchDir(), "client_", n++, ".err");
+  const std::string cmd = absl::StrCat(BinaryPath("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY), " ", args,
                                        " >", out, " 2>", err);
   const int status = std::system(cmd.c_str());
   ClientRun r;
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadFile(out);
-  r.err = ReadFile(err);
+  r.out = ReadTextFile(out);
+  r.err = ReadTextFile(err);
   return r;
 }
 
@@ -111,7 +65,7 @@ class ClientE2E : public ::testing::Test {
     delete server_;
     server_ = nullptr;
   }
-  void SetUp() override { ASSERT_GT(server_->port(), 0) << "attn-server did not start: " << ReadFile(server_->log()); }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << "attn-server did not start: " << ReadTextFile(server_->log()); }
   static std::string Target() { return "--target=" + server_->address(); }
   static ServerProcess* server_;
 };
@@ -137,7 +91,7 @@ TEST_F(ClientE2E, HealthReportsBothServiceNames) {
 }
 
 TEST_F(ClientE2E, AttendChecksAgainstTheLocalReferenceAndWritesNpy) {
-  const std::string out = ::testing::TempDir() + "/attend_out.npy";
+  const std::string out = ScratchDir() + "attend_out.npy";
   ClientRun r = Client(Target() + " attend --batch=2 --seq-len=33 --heads=4 --kv-heads=2 --head-dim=32 "
                  "--dtype=bfloat16 --causal --seed=7 --check --output=" + out);
   ASSERT_EQ(r.rc, 0) << r.err << r.out;
@@ -163,7 +117,7 @@ TEST_F(ClientE2E, AttendTakesNpyInputsAndTheirShapesGiveTheProblem) {
     }
     return a;
   };
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = ScratchDir();
   ASSERT_TRUE(WriteNpyFile(dir + "/q.npy", make({1, 5, 2, 8}, 1)).ok());
   ASSERT_TRUE(WriteNpyFile(dir + "/k.npy", make({1, 7, 1, 8}, 2)).ok());
   ASSERT_TRUE(WriteNpyFile(dir + "/v.npy", make({1, 7, 1, 8}, 3)).ok());
@@ -212,7 +166,7 @@ TEST(ClientNoServer, AnUnreachableTargetExitsOneWithAHint) {
 }
 
 TEST_F(ClientE2E, BenchAxesWriteTheThreeFilesAndCountUnsupportedApart) {
-  const std::string dir = ::testing::TempDir() + "/bench_out";
+  const std::string dir = ScratchDir() + "bench_out";
   ClientRun r = Client(Target() + " bench --seq-lens=16,32 --batch-sizes=1 --heads=2 --head-dims=16 "
                  "--dtypes=float32 --backends=cpu,cudnn --warmup=1 --repeats=3 --check --out=" + dir);
   ASSERT_EQ(r.rc, 0) << r.err;  // unsupported is not a failure
@@ -220,7 +174,7 @@ TEST_F(ClientE2E, BenchAxesWriteTheThreeFilesAndCountUnsupportedApart) {
   EXPECT_NE(r.out.find("cpu float32 (ms)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("4 cases: 2 ok, 2 unsupported, 0 failed"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("[4/4]"), std::string::npos) << "plain progress lines when not a terminal: " << r.err;
-  auto doc = ParseJson(ReadFile(dir + "/results.json"));
+  auto doc = ParseJson(ReadTextFile(dir + "/results.json"));
   const auto& cases = doc.fields().at("cases").list_value().values();
   ASSERT_EQ(cases.size(), 4);
   int checked = 0;
@@ -235,9 +189,9 @@ TEST_F(ClientE2E, BenchAxesWriteTheThreeFilesAndCountUnsupportedApart) {
     }
   }
   EXPECT_EQ(checked, 2);
-  std::vector<std::string> csv = absl::StrSplit(ReadFile(dir + "/results.csv"), '\n', absl::SkipEmpty());
+  std::vector<std::string> csv = absl::StrSplit(ReadTextFile(dir + "/results.csv"), '\n', absl::SkipEmpty());
   EXPECT_EQ(csv.size(), 5u);
-  const std::string html = ReadFile(dir + "/report.html");
+  const std::string html = ReadTextFile(dir + "/report.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("</html>"), std::string::npos);
 }
@@ -255,13 +209,13 @@ TEST_F(ClientE2E, ProgressIsABarOnATerminal) {
   if (std::system("command -v script >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "util-linux `script` not installed (Debian package bsdutils)";
   }
-  const std::string log = ::testing::TempDir() + "/tty.log";
+  const std::string log = ScratchDir() + "tty.log";
   const std::string cmd = absl::StrCat(
-      "script -qc '", Binary("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY), " ", Target(),
+      "script -qc '", BinaryPath("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY), " ", Target(),
       " bench --seq-lens=16,32,48 --heads=2 --head-dims=16 --dtypes=float32 --backends=cpu "
       "--warmup=1 --repeats=3 >/dev/null' ", log, " >/dev/null 2>&1");
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  const std::string tty = ReadFile(log);
+  const std::string tty = ReadTextFile(log);
   EXPECT_NE(tty.find("\r\x1b[K["), std::string::npos) << "not redrawn in place: " << tty;
   EXPECT_NE(tty.find("] 0/3  ETA --:--  cpu float32 B4 T16"), std::string::npos) << tty;
   EXPECT_NE(tty.find("########] 3/3  ETA 0:00"), std::string::npos) << tty;
@@ -280,30 +234,40 @@ TEST_F(ClientE2E, AFailedCaseExitsOneAndSaysWhy) {
 // Ctrl-C during a long case: the client cancels the call, exits 130 at once, and the server's
 // worker is free again (the next call does not wait behind the cancelled case).
 TEST_F(ClientE2E, InterruptCancelsTheJobOnTheServer) {
-  const std::string err = ::testing::TempDir() + "/interrupt.err";
+  const std::string err = ScratchDir() + "interrupt.err";
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     freopen("/dev/null", "w", stdout);
     freopen(err.c_str(), "w", stderr);
-    const std::string binary = Binary("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY);
+    const std::string binary = BinaryPath("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY);
     const std::string target = Target();
     // About 1.5 s per call on 2 cores: 50 repeats would hold the worker for over a minute.
     execl(binary.c_str(), binary.c_str(), target.c_str(), "bench", "--seq-lens=2048", "--heads=8",
           "--head-dims=64", "--dtypes=float32", "--backends=cpu", "--warmup=0", "--repeats=50",
-          "--budget=60", static_cast<char*>(nullptr));
+          "--budget=60", "--progress=bar", static_cast<char*>(nullptr));
     _exit(127);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The bar's first draw comes after the SIGINT handler is in place and as the case is sent; a
+  // signal before that (a loaded machine starts the client slowly) would kill it outright.
+  for (int i = 0; i < 400 && ReadTextFile(err).find("0/1  ETA") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  if (ReadTextFile(err).find("0/1  ETA") == std::string::npos) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    FAIL() << "the case never started: " << ReadTextFile(err);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto sent = std::chrono::steady_clock::now();
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
   const double exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130) << ReadFile(err);
+  EXPECT_EQ(WEXITSTATUS(status), 130) << ReadTextFile(err);
   EXPECT_LT(exit_s, 5.0);
-  EXPECT_NE(ReadFile(err).find("interrupted"), std::string::npos) << ReadFile(err);
+  EXPECT_NE(ReadTextFile(err).find("interrupted"), std::string::npos) << ReadTextFile(err);
   const auto before = std::chrono::steady_clock::now();
   ClientRun r = Client(Target() + " attend --batch=1 --seq-len=16 --heads=1 --head-dim=16 --dtype=float32");
   const double next_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
@@ -315,8 +279,8 @@ TEST_F(ClientE2E, InterruptCancelsTheJobOnTheServer) {
 // which replica ran it.
 TEST(ClientRoundRobin, ASweepSplitsOverTwoServers) {
   ServerProcess a("rr_a"), b("rr_b");
-  ASSERT_GT(a.port(), 0) << ReadFile(a.log());
-  ASSERT_GT(b.port(), 0) << ReadFile(b.log());
+  ASSERT_GT(a.port(), 0) << ReadTextFile(a.log());
+  ASSERT_GT(b.port(), 0) << ReadTextFile(b.log());
   ClientRun r = Client("--target=" + a.address() + "," + b.address() + " --format=json bench "
                  "--seq-lens=8,16,24,32,40,48 --heads=2 --head-dims=16 --dtypes=float32 --backends=cpu "
                  "--warmup=1 --repeats=3");
@@ -429,7 +393,7 @@ std::string FindChromium() {
 TEST_F(ClientE2E, ReportRendersItsChartsInHeadlessChromium) {
   const std::string chromium = FindChromium();
   if (chromium.empty()) GTEST_SKIP() << "chromium not installed (Debian package chromium; scripts/deps.sh --test installs it)";
-  const std::string dir = ::testing::TempDir() + "/report_out";
+  const std::string dir = ScratchDir() + "report_out";
   ClientRun r = Client(Target() + " bench --seq-lens=16,32,64 --batch-sizes=1,2 --heads=2 --head-dims=16 "
                  "--dtypes=float32,bfloat16 --backends=cpu --warmup=1 --repeats=3 --out=" + dir);
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -437,10 +401,10 @@ TEST_F(ClientE2E, ReportRendersItsChartsInHeadlessChromium) {
   const std::string cmd = absl::StrCat("timeout 120 ", chromium, " --headless --no-sandbox --disable-gpu ",
                                        "--hide-scrollbars --window-size=1000,1600 --screenshot=", png,
                                        " file://", dir, "/report.html >", dir, "/chromium.log 2>&1");
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadFile(dir + "/chromium.log");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadTextFile(dir + "/chromium.log");
   Image img;
   std::string why;
-  ASSERT_TRUE(DecodePng(ReadFile(png), img, why)) << why;
+  ASSERT_TRUE(DecodePng(ReadTextFile(png), img, why)) << why;
   EXPECT_EQ(img.width, 1000);
   EXPECT_EQ(img.height, 1600);
   EXPECT_GT(CountColor(img, 0x0969da), 200) << "first series colour not drawn; see " << png;

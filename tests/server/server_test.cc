@@ -21,6 +21,7 @@
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "server_process.h"
 
 namespace attn::server {
 namespace {
@@ -530,7 +531,7 @@ TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
   if (system("command -v promtool > /dev/null 2>&1") != 0) {
     GTEST_SKIP() << "promtool not installed (Debian package prometheus; scripts/deps.sh installs it)";
   }
-  const std::string path = ::testing::TempDir() + "/attn_metrics.txt";
+  const std::string path = ::attn::testing::ScratchDir() + "metrics.txt";
   std::ofstream(path) << http.substr(http.find("\r\n\r\n") + 4);
   const std::string cmd = "promtool check metrics < " + path + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
@@ -544,40 +545,16 @@ TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
 // The binary under SIGTERM: readiness goes NOT_SERVING (liveness stays SERVING), new work is
 // refused, the accepted job finishes every case, and the process exits 0.
 TEST(ServerProcess, SigtermDrainsAcceptedWorkAndExitsZero) {
-  // ATTN_SERVER_BINARY in the environment overrides the build's path (for a copied bundle).
-  const char* env_binary = std::getenv("ATTN_SERVER_BINARY");
-  const std::string binary = env_binary != nullptr ? env_binary : ATTN_SERVER_BINARY;
-  const std::string log = ::testing::TempDir() + "/attn_server_sigterm.log";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    freopen(log.c_str(), "w", stdout);
-    dup2(fileno(stdout), 2);
-    execl(binary.c_str(), binary.c_str(), "--listen_address=127.0.0.1:0",
-          "--metrics_address=", "--devices=cpu", "--arena_mib=256", "--shutdown_grace_s=20",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int port = 0;
-  for (int i = 0; i < 200 && port == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    std::ifstream f(log);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::smatch m;
-    const std::string text = ss.str();
-    if (std::regex_search(text, m, std::regex("SERVING listen=\"127.0.0.1:0 \\(port ([0-9]+)\\)"))) {
-      port = std::stoi(m[1]);
-    }
-  }
-  ASSERT_GT(port, 0) << "no SERVING line in " << log;
+  ::attn::testing::ServerProcess server("sigterm", {"--shutdown_grace_s=20"});
+  const int port = server.port();
+  ASSERT_GT(port, 0) << "no SERVING line in " << server.log() << ":\n" << ::attn::testing::ReadTextFile(server.log());
   auto stub = Connect(port);
   grpc::ClientContext ctx;
   auto reader = stub->RunBenchmark(&ctx, SlowJob(6, 3));
   v1::RunBenchmarkEvent e;
   int results = 0;
   while (results < 1 && reader->Read(&e)) results += e.has_result();
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  ASSERT_TRUE(server.Signal(SIGTERM));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // New work is refused and readiness says NOT_SERVING while the job drains; liveness still
   // says SERVING, so a liveness probe does not kill the drain.
@@ -599,8 +576,7 @@ TEST(ServerProcess, SigtermDrainsAcceptedWorkAndExitsZero) {
   EXPECT_TRUE(reader->Finish().ok());
   EXPECT_EQ(results, 6);
   EXPECT_TRUE(summary);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const int status = server.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 

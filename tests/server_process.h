@@ -1,0 +1,106 @@
+// A real attn-server process for the server's and the client's end-to-end tests: started on a
+// loopback port the kernel picks, its port read from the SERVING line, killed on destruction.
+//
+// ctest runs every test in its own process, several at once, so everything a test writes lives
+// in ScratchDir(), which is private to the process; a shared file name would let one test read
+// another's server log and talk to a server that is about to be killed.
+#pragma once
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace attn::testing {
+
+// The build's path to a binary, or the environment's override (for a copied bundle).
+inline std::string BinaryPath(const char* env, const char* built) {
+  const char* v = std::getenv(env);
+  return v != nullptr ? v : built;
+}
+
+inline std::string ReadTextFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A directory of this test process's own, created on first use; ends with '/'.
+inline const std::string& ScratchDir() {
+  static const std::string dir = [] {
+    const std::string d = ::testing::TempDir() + "attn_test." + std::to_string(getpid()) + "/";
+    mkdir(d.c_str(), 0700);
+    return d;
+  }();
+  return dir;
+}
+
+class ServerProcess {
+ public:
+  // attn-server --devices=cpu on 127.0.0.1:0 with `extra_flags` appended; `name` tells the logs
+  // of several servers in one test apart.
+  explicit ServerProcess(const std::string& name, std::vector<std::string> extra_flags = {}) {
+    log_ = ScratchDir() + "server_" + name + ".log";
+    const std::string binary = BinaryPath("ATTN_SERVER_BINARY", ATTN_SERVER_BINARY);
+    std::vector<std::string> argv = {binary, "--listen_address=127.0.0.1:0", "--metrics_address=",
+                                     "--devices=cpu", "--arena_mib=256"};
+    argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> cargv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      if (freopen(log_.c_str(), "w", stdout) == nullptr) _exit(126);
+      dup2(fileno(stdout), 2);
+      execv(binary.c_str(), cargv.data());
+      _exit(127);
+    }
+    const std::regex serving("SERVING listen=\"127.0.0.1:0 \\(port ([0-9]+)\\)");
+    for (int i = 0; i < 400 && port_ == 0 && pid_ > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      std::smatch m;
+      const std::string text = ReadTextFile(log_);
+      if (std::regex_search(text, m, serving)) port_ = std::stoi(m[1]);
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  // 0 when no SERVING line appeared within 10 s; log() then says why.
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::string& log() const { return log_; }
+
+  bool Signal(int sig) const { return pid_ > 0 && kill(pid_, sig) == 0; }
+  // Waits for the process to exit and returns its waitpid status; -1 if there is none.
+  int Wait() {
+    int status = -1;
+    if (pid_ > 0 && waitpid(pid_, &status, 0) == pid_) pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_;
+};
+
+}  // namespace attn::testing
