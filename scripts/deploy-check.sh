@@ -277,6 +277,10 @@ mkdir -p "$work/docker-copy"
 cp .dockerignore "$work/docker-copy/"
 sed '/^USER 10001:10001$/d' Dockerfile >"$work/docker-copy/Dockerfile"
 reject "image that runs as root" "numeric non-root USER" "${checker[@]}" dockerfile "$work/docker-copy/Dockerfile"
+cp Dockerfile "$work/docker-copy/Dockerfile"
+sed '/^!bench\/attn_load\.cc$/d' .dockerignore >"$work/docker-copy/.dockerignore"
+reject "build context without a source CMake builds" "names bench/attn_load.cc, which .dockerignore leaves out" \
+  "${checker[@]}" dockerfile "$work/docker-copy/Dockerfile"
 if command -v terraform >/dev/null 2>&1; then
   mkdir -p "$work/tf-fmt" && cp terraform/*.tf "$work/tf-fmt/"
   sed -i 's/^  default = "LATEST"$/  default =   "LATEST"/' "$work/tf-fmt/variables.tf"

@@ -25,7 +25,8 @@ exits 1. Nothing here needs a cluster, a cloud account or the network.
                        every flag in the ConfigMap's flag file is one the binary knows
   dockerfile FILE      multi-stage CUDA/cuDNN devel -> runtime, packages only through
                        scripts/apt-packages.txt + deps.sh, numeric non-root user, the two
-                       binaries, ports matching the flag file
+                       binaries, ports matching the flag file, every source CMake builds in
+                       the build context (.dockerignore)
 """
 import argparse
 import json
@@ -954,12 +955,78 @@ def cmd_dockerfile(args):
         want = {port_of(flags.get("listen_address", ":50051")), port_of(flags.get("metrics_address", ":9464"))}
         problems.require(want <= exposed, f"{path.name}: EXPOSE {sorted(exposed)} lacks the flag file's ports {sorted(want)}")
     ignore = path.with_name(".dockerignore")
+    sources = []
     if problems.require(ignore.exists(), ".dockerignore is missing"):
         entries = {line.strip() for line in ignore.read_text().splitlines()}
         for entry in (".git", ".deps", "build*"):
             problems.require(entry in entries, f".dockerignore should exclude {entry}")
+        # Every source file the image's CMake configure names must be in the build context, or
+        # `cmake` fails in the build stage ("Cannot find source file").
+        patterns = dockerignore_patterns(ignore.read_text())
+        sources = cmake_sources(skip_tests="-DATTN_BUILD_TESTS=OFF" in build)
+        for cmakelists, source in sources:
+            if not (ROOT / source).exists():
+                problems.add(f"{cmakelists} names {source}, which does not exist")
+            elif dockerignored(source, patterns):
+                problems.add(f"{cmakelists} names {source}, which .dockerignore leaves out of the build context")
     return problems.report(f"{len(stages)} stages ({stages[0]['from']} -> {stages[-1]['from']}), packages from "
-                           f"scripts/apt-packages.txt, USER {users[-1] if users else '?'}, the two binaries only")
+                           f"scripts/apt-packages.txt, USER {users[-1] if users else '?'}, the two binaries only; "
+                           f"the {len(sources)} sources CMake names are in the build context")
+
+
+def dockerignore_patterns(text):
+    """(negated, pattern) pairs of a .dockerignore, in order."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        neg = line.startswith("!")
+        out.append((neg, line.lstrip("!").strip().strip("/")))
+    return out
+
+
+def dockerignored(rel, patterns):
+    """Docker's rule, closely enough for this repository: the last pattern that matches the path
+    or one of its parent directories decides (fnmatch's * also crosses "/", a superset of **)."""
+    import fnmatch
+    parts = rel.split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    excluded = False
+    for neg, pattern in patterns:
+        if any(fnmatch.fnmatchcase(p, pattern) for p in prefixes):
+            excluded = not neg
+    return excluded
+
+
+def cmake_sources(skip_tests):
+    """(CMakeLists.txt, repository-relative source) for every literal source file that the tracked
+    CMakeLists.txt files give add_library, add_executable or target_sources (tests/ left out when
+    the image builds without tests)."""
+    lists = subprocess.run(["git", "ls-files", "CMakeLists.txt", "*/CMakeLists.txt"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    out = []
+    for rel in lists:
+        if skip_tests and rel.startswith("tests/"):
+            continue
+        here = pathlib.PurePosixPath(rel).parent
+        text = "\n".join(line.split("#", 1)[0] for line in (ROOT / rel).read_text().splitlines())
+        calls = re.findall(r"\b(?:add_library|add_executable|target_sources)\s*\(([^)]*)\)", text)
+        for token in re.split(r"[\s\"]+", " ".join(calls)):
+            if not re.search(r"\.(cc|cu|cpp|c|h|proto)$", token):
+                continue
+            m = re.fullmatch(r"\$\{(PROJECT_SOURCE_DIR|CMAKE_SOURCE_DIR|CMAKE_CURRENT_SOURCE_DIR)\}/(.*)", token)
+            if m:
+                base = here if m.group(1) == "CMAKE_CURRENT_SOURCE_DIR" else pathlib.PurePosixPath("")
+                token = m.group(2)
+            elif "$" in token or token.startswith("/"):
+                continue  # generated (${CMAKE_CURRENT_BINARY_DIR}/...) or a loop variable
+            else:
+                base = here
+            if "$" in token:
+                continue
+            out.append((rel, str(base / token)))
+    return out
 
 
 def main():
