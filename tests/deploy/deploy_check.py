@@ -292,15 +292,19 @@ def cmd_policy(args):
     problems.require(dig(c, "readinessProbe", "grpc", "service") == "attention.v1.AttentionService",
                      f"{cw}: readinessProbe must ask about attention.v1.AttentionService")
 
-    # Drain: preStop + --shutdown_grace_s fit in the termination grace period, with a margin.
+    # Drain: preStop + --shutdown_grace_s + what attn-server takes after its grace (Server::Drain:
+    # cancel the benchmark jobs still running and wait up to 5 s for them, then a 1 s gRPC
+    # shutdown) fit in the termination grace period, with a second to exit, and not much more.
     pre_stop = dig(c, "lifecycle", "preStop", "sleep", "seconds")
     grace = spec.get("terminationGracePeriodSeconds")
     if problems.require(pre_stop is not None, f"{cw}: needs a preStop sleep (endpoints drop the pod first)") \
             and problems.require(grace is not None, f"{where}: terminationGracePeriodSeconds not set"):
         drain = float(flags.get("shutdown_grace_s", 25))
-        problems.require(pre_stop + drain + 1 <= grace <= pre_stop + drain + 30,
+        after = 5 + 1 + 1
+        problems.require(pre_stop + drain + after <= grace <= pre_stop + drain + 30,
                          f"{where}: terminationGracePeriodSeconds {grace} does not match preStop {pre_stop} s"
-                         f" + --shutdown_grace_s {drain:g} s (+1..30 s to exit)")
+                         f" + --shutdown_grace_s {drain:g} s (+{after}..30 s: cancelling what is left takes"
+                         f" attn-server up to 6 s, then it exits)")
 
     # Services: selectors reach the pods, target ports exist; one ClusterIP, one headless.
     services = by_kind.get("Service", [])
