@@ -270,6 +270,12 @@ sed -i 's/^  default = "LATEST"$/  default = "DEFAULT"/' "$work/tf-copy/variable
 sed 's/^--devices=0$/--devices=/' deploy/base/attn-server.flags >"$work/base-copy/attn-server.flags"
 sed -i 's/terminationGracePeriodSeconds: 35/terminationGracePeriodSeconds: 40/' "$work/base-copy/deployment.yaml"
 reject "GPU pod that may fall back to the cpu backend" "must name its GPUs" render_and "$work/base-copy" policy
+sed -i 's/^\(\s*\)- gke-gmp-system$/&\n\1- default/' "$work/base-copy/networkpolicy.yaml"
+reject "metrics open to a namespace that is not monitoring" "metrics admitted from ['default']" \
+  render_and "$work/base-copy" policy
+sed 's/^\(\s*\)attn-cohort: "true"$/\1team: ml/' deploy/base/networkpolicy.yaml >"$work/base-copy/networkpolicy.yaml"
+reject "gRPC open to namespaces outside the cohort" "not only those labelled attn-cohort=true" \
+  render_and "$work/base-copy" policy
 awk '/^---/ { k = "" } /^kind: / { k = $2 } k == "PrometheusRule" && /^    release: / { sub(/: .*/, ": prometheus") } { print }' \
   "$work/render/deploy_overlays_prometheus-operator.yaml" >"$work/weak/operator-release.yaml"
 reject "PrometheusRule the operator's Prometheus would not pick up" "different release labels" \

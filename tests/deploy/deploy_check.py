@@ -46,6 +46,10 @@ RULE_OBJECTS = {
                                                                         "PrometheusRule"),
 }
 SERVER = "attn-server"
+# Who may reach the pods: gRPC from namespaces with this label (deploy/cohort), metrics from these
+# namespaces (GMP's collectors on GKE, prometheus-operator's usual home).
+COHORT_LABEL = "attn-cohort"
+MONITORING_NAMESPACES = {"gmp-system", "gke-gmp-system", "monitoring"}
 
 
 class Problems:
@@ -351,18 +355,37 @@ def cmd_policy(args):
                                  f"{pw}: podSelector {{}} admits every pod of the namespace")
             rports_named = {next((n for n, v in ports.items() if v == p), p) for p in rports}
             if rports_named == {"grpc"}:
+                # The cohort: namespaces labelled attn-cohort=true, or labelled pods of this one.
+                for peer in peers:
+                    ns_sel = peer.get("namespaceSelector")
+                    if ns_sel is not None:
+                        problems.require(dig(ns_sel, "matchLabels", COHORT_LABEL) == "true"
+                                         and not ns_sel.get("matchExpressions"),
+                                         f"{pw}: gRPC admitted from namespaces {json.dumps(ns_sel, sort_keys=True)},"
+                                         f" not only those labelled {COHORT_LABEL}=true")
+                    else:
+                        problems.require(dig(peer, "podSelector", "matchLabels"),
+                                         f"{pw}: gRPC admitted from unlabelled pods of the namespace")
                 grpc_ok = True
             elif rports_named == {"metrics"}:
                 admitted = set()
                 for peer in peers:
+                    names = set()
                     for e in dig(peer, "namespaceSelector", "matchExpressions") or []:
                         if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "In":
-                            admitted.update(e.get("values") or [])
-                    name = dig(peer, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name")
-                    if name:
-                        admitted.add(name)
+                            names.update(e.get("values") or [])
+                        else:
+                            names.add(f"{e['key']} {e['operator']}")
+                    for key, value in (dig(peer, "namespaceSelector", "matchLabels") or {}).items():
+                        names.add(value if key == "kubernetes.io/metadata.name" else f"{key}={value}")
+                    if peer.get("namespaceSelector") is None:
+                        names.add("this namespace")
+                    admitted |= names
                 problems.require("gmp-system" in admitted,
                                  f"{pw}: metrics must be admitted from gmp-system (GMP collectors)")
+                problems.require(admitted <= MONITORING_NAMESPACES,
+                                 f"{pw}: metrics admitted from {sorted(admitted - MONITORING_NAMESPACES)}, not only"
+                                 f" the monitoring namespaces {sorted(MONITORING_NAMESPACES)}")
                 metrics_ok = True
             else:
                 problems.add(f"{pw}: ingress rule for ports {sorted(map(str, rports))}: expected grpc or metrics alone")
