@@ -24,8 +24,8 @@
 # Installs what is missing: kubectl (Debian package), promtool (extracted from Debian's
 # prometheus package into .deps/prometheus, so no Prometheus service is installed or started),
 # and the PyPI packages kubernetes-validate, python-hcl2, grpcio and grpcio-tools (pinned) in a venv
-# at .deps/deploy-venv. terraform is
-# used for `terraform fmt -check` where it is installed; Debian has no package for it.
+# at .deps/deploy-venv. terraform is used where it is installed (Debian has no package for it):
+# `terraform fmt -check`, and the variable validations run on variables.tf alone (no provider).
 #
 # The checks are also run on the deliberately broken copies in tests/deploy/broken/ (and a few
 # made at run time from the real files), each of which must be rejected for its reason.
@@ -229,8 +229,19 @@ fi
 if command -v terraform >/dev/null 2>&1; then
   : >"$work/terraformrc"
   check "terraform fmt" env TF_CLI_CONFIG_FILE="$work/terraformrc" sh -c 'terraform fmt -check -diff -recursive terraform && echo formatted'
+  # The validations themselves, run by terraform on variables.tf alone (no provider, so no
+  # download and no cloud): the defaults with a project_id pass, a wrong gpu_count is refused.
+  mkdir -p "$work/tf-vars" && cp terraform/variables.tf "$work/tf-vars/"
+  tf_plan() {  # tf_plan VAR=VALUE...: terraform plan of variables.tf with these -var settings
+    local vars=()
+    for v in "$@"; do vars+=(-var "$v"); done
+    (cd "$work/tf-vars" && export TF_CLI_CONFIG_FILE="$work/terraformrc" TF_IN_AUTOMATION=1 \
+      && terraform init -input=false -no-color >/dev/null && terraform plan -input=false -no-color "${vars[@]}")
+  }
+  tf_defaults() { tf_plan project_id=attn-workshop-1 >/dev/null && echo "the defaults with a project_id pass every validation"; }
+  check "terraform validations" tf_defaults
 else
-  skip "terraform fmt" "terraform is not installed (no Debian package); the HCL parse below still runs"
+  skip "terraform fmt and validations" "terraform is not installed (no Debian package); the HCL parse below still runs"
 fi
 check "terraform hcl" "${checker[@]}" terraform terraform
 
@@ -294,7 +305,18 @@ if command -v terraform >/dev/null 2>&1; then
   reject "terraform that is not formatted" "variables.tf" \
     env TF_CLI_CONFIG_FILE="$work/terraformrc" terraform fmt -check -recursive "$work/tf-fmt"
 fi
+if command -v terraform >/dev/null 2>&1; then
+  reject "gpu_count that machine_type does not carry" "gpu_count must match machine_type" \
+    tf_plan project_id=attn-workshop-1 machine_type=g2-standard-24 gpu_count=1
+  reject "zone outside region" "zone must be a zone of region" \
+    tf_plan project_id=attn-workshop-1 region=europe-west4 zone=us-central1-a
+fi
 reject "CUDA 13 image on the DEFAULT driver" "not LATEST" "${checker[@]}" terraform "$work/tf-copy" --dockerfile Dockerfile
+cp terraform/*.tf "$work/tf-copy/"
+awk '/^variable "cpu_machine_type"/ { v = 1 } v && /^  validation {$/ { skip = 1 } !skip { print } skip && /^  }$/ { skip = 0 } /^}$/ { v = 0 }' \
+  terraform/variables.tf >"$work/tf-copy/variables.tf"
+reject "terraform variable without a validation" "variable cpu_machine_type has no validation" \
+  "${checker[@]}" terraform "$work/tf-copy"
 
 reject "scrape that promtool check metrics rejects" 'should have "_total" suffix' \
   sh -c "'$promtool' check metrics <'$broken/unclean-scrape.txt'"

@@ -115,6 +115,11 @@ variable "cpu_machine_type" {
   description = "Machine type of the small CPU pool (system and monitoring pods, Grafana)"
   type        = string
   default     = "e2-standard-4"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9]*-[a-z]+(-[0-9]+)?$", var.cpu_machine_type)) && !can(regex("^(a[0-9]|g[0-9])-", var.cpu_machine_type))
+    error_message = "cpu_machine_type must be a general-purpose machine type such as e2-standard-4 (not an accelerator-optimized a2/a3/g2 type: this pool has no GPUs)."
+  }
 }
 
 variable "cpu_node_count" {

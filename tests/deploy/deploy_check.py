@@ -602,8 +602,10 @@ def cmd_terraform(args):
     problems.require(defaults.get("gpu_count") == 1, "variable gpu_count must default to 1")
     gpu_count_rules = " ".join(v.get("condition", "") for v in variables.get("gpu_count", {}).get("validation", []))
     problems.require("var.machine_type" in gpu_count_rules, "variable gpu_count needs a validation against machine_type")
-    for name in ("project_id", "zone", "machine_type", "gpu_type", "gpu_driver_version"):
-        problems.require(variables.get(name, {}).get("validation"), f"variable {name} has no validation")
+    # Every variable a tfvars file may set wrongly is validated before anything is created.
+    for name, body in sorted(variables.items()):
+        if body.get("type") != "bool":
+            problems.require(body.get("validation"), f"variable {name} has no validation")
 
     # Every var./resource reference is declared (no provider schema offline, but typos show here).
     alltext = "\n".join(texts.values())
