@@ -46,13 +46,14 @@ variable "cluster_name" {
 }
 
 variable "machine_type" {
-  description = "Machine type of the GPU nodes: a G2 (L4) type; g2-standard-4 to -32 carry one L4, -24 two, -48 four, -96 eight"
+  description = "Machine type of the GPU nodes: a G2 (L4) type; g2-standard-8, -12, -16 and -32 carry one L4, -24 two, -48 four, -96 eight"
   type        = string
   default     = "g2-standard-8"
 
+  # Not g2-standard-4: its 4 vCPU and 16 GB cannot hold the Deployment's requests (4 CPU, 16 GiB).
   validation {
-    condition     = contains(["g2-standard-4", "g2-standard-8", "g2-standard-12", "g2-standard-16", "g2-standard-24", "g2-standard-32", "g2-standard-48", "g2-standard-96"], var.machine_type)
-    error_message = "machine_type must be a G2 machine type (g2-standard-4, -8, -12, -16, -24, -32, -48 or -96): the image is built for the L4 (sm_89)."
+    condition     = contains(["g2-standard-8", "g2-standard-12", "g2-standard-16", "g2-standard-24", "g2-standard-32", "g2-standard-48", "g2-standard-96"], var.machine_type)
+    error_message = "machine_type must be a G2 machine type of 8 vCPU or more (g2-standard-8, -12, -16, -24, -32, -48 or -96): the image is built for the L4 (sm_89), and the attn-server pod requests 4 CPU and 16 GiB, more than g2-standard-4 can give."
   }
 }
 
@@ -74,7 +75,6 @@ variable "gpu_count" {
 
   validation {
     condition = var.gpu_count == lookup({
-      "g2-standard-4"  = 1,
       "g2-standard-8"  = 1,
       "g2-standard-12" = 1,
       "g2-standard-16" = 1,
@@ -83,7 +83,7 @@ variable "gpu_count" {
       "g2-standard-48" = 4,
       "g2-standard-96" = 8,
     }, var.machine_type, -1)
-    error_message = "gpu_count must match machine_type: g2-standard-4/8/12/16/32 carry 1 L4, g2-standard-24 carries 2, g2-standard-48 4, g2-standard-96 8."
+    error_message = "gpu_count must match machine_type: g2-standard-8/12/16/32 carry 1 L4, g2-standard-24 carries 2, g2-standard-48 4, g2-standard-96 8."
   }
 }
 
