@@ -276,8 +276,6 @@ sed -i 's/^--queue_depth=64$/--queue_depth=32/' "$work/base-copy/attn-server.fla
 sed -i 's/terminationGracePeriodSeconds: 40/terminationGracePeriodSeconds: 35/' "$work/base-copy/deployment.yaml"
 reject "alert above the queue depth" "can never fire" render_and "$work/base-copy" policy --rules "$rules"
 reject "grace period without room for the drain's cancellation" "does not match preStop" render_and "$work/base-copy" policy --rules "$rules"
-cp terraform/*.tf "$work/tf-copy/"
-sed -i 's/^  default = "LATEST"$/  default = "DEFAULT"/' "$work/tf-copy/variables.tf"
 sed 's/^--devices=0$/--devices=/' deploy/base/attn-server.flags >"$work/base-copy/attn-server.flags"
 sed -i 's/terminationGracePeriodSeconds: 35/terminationGracePeriodSeconds: 40/' "$work/base-copy/deployment.yaml"
 reject "GPU pod that may fall back to the cpu backend" "must name its GPUs" render_and "$work/base-copy" policy
@@ -299,24 +297,22 @@ cp Dockerfile "$work/docker-copy/Dockerfile"
 sed '/^!bench\/attn_load\.cc$/d' .dockerignore >"$work/docker-copy/.dockerignore"
 reject "build context without a source CMake builds" "names bench/attn_load.cc, which .dockerignore leaves out" \
   "${checker[@]}" dockerfile "$work/docker-copy/Dockerfile"
+cp terraform/*.tf "$work/tf-copy/"
+sed -i 's/^  default = "LATEST"$/  default = "DEFAULT"/' "$work/tf-copy/variables.tf"
+reject "CUDA 13 image on the DEFAULT driver" "not LATEST" "${checker[@]}" terraform "$work/tf-copy" --dockerfile Dockerfile
+awk '/^variable "cpu_machine_type"/ { v = 1 } v && /^  validation {$/ { skip = 1 } !skip { print } skip && /^  }$/ { skip = 0 } /^}$/ { v = 0 }' \
+  terraform/variables.tf >"$work/tf-copy/variables.tf"
+reject "terraform variable without a validation" "variable cpu_machine_type has no validation" \
+  "${checker[@]}" terraform "$work/tf-copy"
 if command -v terraform >/dev/null 2>&1; then
-  mkdir -p "$work/tf-fmt" && cp terraform/*.tf "$work/tf-fmt/"
-  sed -i 's/^  default = "LATEST"$/  default =   "LATEST"/' "$work/tf-fmt/variables.tf"
+  sed -i 's/^  default = "LATEST"$/  default =   "LATEST"/' "$work/tf-copy/variables.tf"
   reject "terraform that is not formatted" "variables.tf" \
-    env TF_CLI_CONFIG_FILE="$work/terraformrc" terraform fmt -check -recursive "$work/tf-fmt"
-fi
-if command -v terraform >/dev/null 2>&1; then
+    env TF_CLI_CONFIG_FILE="$work/terraformrc" terraform fmt -check -recursive "$work/tf-copy"
   reject "gpu_count that machine_type does not carry" "gpu_count must match machine_type" \
     tf_plan project_id=attn-workshop-1 machine_type=g2-standard-24 gpu_count=1
   reject "zone outside region" "zone must be a zone of region" \
     tf_plan project_id=attn-workshop-1 region=europe-west4 zone=us-central1-a
 fi
-reject "CUDA 13 image on the DEFAULT driver" "not LATEST" "${checker[@]}" terraform "$work/tf-copy" --dockerfile Dockerfile
-cp terraform/*.tf "$work/tf-copy/"
-awk '/^variable "cpu_machine_type"/ { v = 1 } v && /^  validation {$/ { skip = 1 } !skip { print } skip && /^  }$/ { skip = 0 } /^}$/ { v = 0 }' \
-  terraform/variables.tf >"$work/tf-copy/variables.tf"
-reject "terraform variable without a validation" "variable cpu_machine_type has no validation" \
-  "${checker[@]}" terraform "$work/tf-copy"
 
 reject "scrape that promtool check metrics rejects" 'should have "_total" suffix' \
   sh -c "'$promtool' check metrics <'$broken/unclean-scrape.txt'"
