@@ -202,15 +202,19 @@ check "scrape check on sample_scrape.txt" "${checker[@]}" scrape tests/deploy/sa
 server_bin=${ATTN_SERVER_BIN:-build/server/attn-server}
 real_scrape=$work/attn-server.metrics
 live=0
+# scrape_checks NAME FILE [--require-samples]: a scrape of attn-server holds the expected families,
+# is clean under promtool, and has every metric, label and label value the dashboard and rules use.
+scrape_checks() {
+  check "$1: expected families" "${checker[@]}" scrape "$2" "${@:3}"
+  check "$1: promtool check metrics" sh -c "'$promtool' check metrics <'$2' && echo clean"
+  check "$1: dashboard and rules" "${checker[@]}" metric-names --rules "$rules" --dashboard "$dashboard" --scrape "$2"
+}
 if [ -x "$server_bin" ]; then
   check "attn-server as deployed ($server_bin)" "${scraper[@]}" "$server_bin" \
     --flagfile "$flagfile" --render "$work/render/deploy.yaml" --out "$real_scrape"
   if [ -s "$real_scrape" ]; then
     live=1
-    check "real scrape: expected families" "${checker[@]}" scrape "$real_scrape" --require-samples
-    check "real scrape: promtool check metrics" sh -c "'$promtool' check metrics <'$real_scrape' && echo clean"
-    check "real scrape: dashboard and rules" "${checker[@]}" metric-names --rules "$rules" --dashboard "$dashboard" \
-      --scrape "$real_scrape"
+    scrape_checks "real scrape" "$real_scrape" --require-samples
   fi
   check "server flags" "${checker[@]}" server-flags "$flagfile" "$server_bin"
 elif [ "${ATTN_DEPLOY_REQUIRE_SERVER:-0}" = 1 ]; then
@@ -219,10 +223,7 @@ else
   skip "attn-server as deployed" "no $server_bin (set ATTN_SERVER_BIN): no real scrape, probes or flags checked"
 fi
 if [ -n "${ATTN_METRICS_SCRAPE:-}" ]; then
-  check "scrape $ATTN_METRICS_SCRAPE" "${checker[@]}" scrape "$ATTN_METRICS_SCRAPE"
-  check "promtool check metrics $ATTN_METRICS_SCRAPE" sh -c "'$promtool' check metrics <'$ATTN_METRICS_SCRAPE' && echo clean"
-  check "dashboard and rules on $ATTN_METRICS_SCRAPE" "${checker[@]}" metric-names --rules "$rules" \
-    --dashboard "$dashboard" --scrape "$ATTN_METRICS_SCRAPE"
+  scrape_checks "scrape $ATTN_METRICS_SCRAPE" "$ATTN_METRICS_SCRAPE"
 fi
 
 # --- Terraform ---------------------------------------------------------------------------------
