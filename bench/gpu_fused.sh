@@ -26,7 +26,7 @@ fi
 if has sanitize; then
   echo "== compute-sanitizer on small fused problems (every head dim, each dtype, causal)"
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  filter='*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:FusedBackend.ReadsStridedKv*'
+  filter='*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:*FusedVersusReference*B2_T64_S256*:FusedBackend.ReadsStridedKv*'
   for tool in memcheck racecheck; do
     timeout 120 $g/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
       --gtest_filter="$filter" --gtest_brief=1 > "$out/$tool.log" 2>&1
@@ -35,15 +35,18 @@ if has sanitize; then
   done
 fi
 
+# Ours with the peers' protocol (10 warm-ups, median of 50 event-timed calls). $1: the kernel
+# (ATTN_FUSED_KERNEL: wgmma is the automatic choice on H100/H200, mma_sync the sm_80 kernel).
 ours() {
-  b() { $g/run attn-bench --backend=fused --dtypes=bfloat16 --warmup=20 --repeats=100 "$@"; }
-  b --batch=4 --heads=16 --head_dim=128 --seq_lens=4096,8192 --causal
-  b --batch=4 --heads=16 --head_dim=128 --seq_lens=4096,8192
-  b --batch=4 --heads=8 --head_dim=64 --seq_lens=128,256,512,1024,2048 --causal
+  b() { ATTN_FUSED_KERNEL=$1 $g/run attn-bench --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 "${@:2}" \
+    | sed "s/^fused /fused[$1] /"; }
+  b $1 --batch=4 --heads=16 --head_dim=128 --seq_lens=4096,8192 --causal
+  b $1 --batch=4 --heads=16 --head_dim=128 --seq_lens=4096,8192
+  b $1 --batch=4 --heads=8 --head_dim=64 --seq_lens=128,256,512,1024,2048 --causal
 }
 if has bench; then
-  echo "== ours (fused, bf16)"
-  ours 2>&1 | grep -vE '^\* GB|^device' | tee "$out/ours.log"
+  echo "== ours (fused, bf16): the wgmma kernel, then the mma.sync kernel"
+  { ours wgmma; ours mma_sync; } 2>&1 | grep -vE '^\* GB|^device' | tee "$out/ours.log"
   echo "== ours, other dtypes and head dims (B=4 T=S=4096 N=16 causal; fp32 at T=1024)"
   {
     $g/run attn-bench --backend=fused --dtypes=float16 --batch=4 --heads=16 --head_dim=128 --seq_lens=4096 --causal
@@ -62,18 +65,20 @@ if has bench; then
     --shape 4,512,512,8,8,64,causal --shape 4,1024,1024,8,8,64,causal --shape 4,2048,2048,8,8,64,causal \
     --impl torch_flash,torch_cudnn 2>&1 | grep -v Warn | tee -a "$out/peers.log"
   echo "== ours again (interleaved for drift)"
-  ours 2>&1 | grep -vE '^\* GB|^device|^backend' | tee -a "$out/ours.log"
+  { ours wgmma; ours mma_sync; } 2>&1 | grep -vE '^\* GB|^device|^backend' | tee -a "$out/ours.log"
 fi
 
 if has variants; then
   echo "== kernel variants side by side (bundled as bin/attn-bench-<variant>), judged shapes, bf16"
   for bin in $g/bin/attn-bench-*; do
     v=${bin##*/attn-bench-}
+    kernel=wgmma  # variants named mma-* are of the mma.sync kernel
+    [[ $v == mma-* ]] && kernel=mma_sync
     for c in --causal ""; do
-      $g/run attn-bench-$v --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=16 \
+      ATTN_FUSED_KERNEL=$kernel $g/run attn-bench-$v --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=16 \
         --head_dim=128 --seq_lens=4096,8192 $c 2>&1 | grep -E '^fused' | sed "s/^/$v /"
     done
-    $g/run attn-bench-$v --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=8 \
+    ATTN_FUSED_KERNEL=$kernel $g/run attn-bench-$v --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=8 \
       --head_dim=64 --seq_lens=512,2048 --causal 2>&1 | grep -E '^fused' | sed "s/^/$v /"
   done 2>&1 | tee "$out/variants.log"
 fi
@@ -81,7 +86,7 @@ fi
 if has ncu; then
   echo "== ncu: one fused call, B=4 T=S=4096 N=16 H=128 bf16 non-causal"
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  timeout 90 $g/run "$ncu" --clock-control none -k regex:FusedHalf -c 1 --section SpeedOfLight \
+  timeout 90 $g/run "$ncu" --clock-control none -k regex:Fused -c 1 --section SpeedOfLight \
     --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats attn-bench --backend=fused --dtypes=bfloat16 \
     --batch=4 --heads=16 --head_dim=128 --seq_lens=4096 --warmup=0 --repeats=1 > /tmp/ncu.log 2>&1
   echo "ncu exit $?"

@@ -2,7 +2,8 @@
 # The test command: installs what is missing, builds attn with its tests and runs them, then
 # the deployment checks (scripts/deploy-check.sh) with the attn-server it built.
 # GPU tests skip (with the reason) on machines without a GPU; run them on one with
-# bench/gpu_check.sh. CUDA code is built for one architecture (sm_90) to keep CI short.
+# bench/gpu_check.sh. CUDA code is built for one architecture (sm_90a, which includes the fused
+# backend's Hopper kernel) to keep CI short.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -10,7 +11,7 @@ scripts/deps.sh --test
 
 build=${ATTN_BUILD_DIR:-build-test}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${ATTN_CUDA_ARCHITECTURES:-90}" >"$build.configure.log" 2>&1 \
+  -DCMAKE_CUDA_ARCHITECTURES="${ATTN_CUDA_ARCHITECTURES:-90a}" >"$build.configure.log" 2>&1 \
   || { cat "$build.configure.log"; exit 1; }
 grep -E '^-- attn:' "$build.configure.log"
 cmake --build "$build" -j"$(nproc)"

@@ -2,10 +2,14 @@
 // strided views on the GPU.
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "attn/attention.h"
 #include "attn/registry.h"
 #include "engine/test_util.h"
+#include "fused/fused_kernels.h"
 #include "gtest/gtest.h"
 
 namespace attn::testing {
@@ -17,6 +21,30 @@ const Backend* Fused() { return BackendRegistry::Default().Find("fused"); }
   do {                                                                              \
     if (Fused() == nullptr) GTEST_SKIP() << "built without CUDA: no fused backend"; \
   } while (0)
+
+// The tensor-core kernels this GPU can run for `dtype` and `head_dim`: mma.sync always, wgmma too
+// on compute capability 9.0 where the build has it. float32 has one kernel (nullopt: automatic).
+std::vector<std::optional<FusedPath>> PathsFor(DType dtype, int64_t head_dim) {
+  if (dtype == DType::kFloat32) return {std::nullopt};
+  std::vector<std::optional<FusedPath>> paths = {FusedPath::kMmaSync};
+  const DeviceInfo& d = SharedGpuContext()->info();
+  if (FusedWgmmaBuilt(static_cast<int>(head_dim)) && d.cc_major == 9 && d.cc_minor == 0) {
+    paths.push_back(FusedPath::kWgmma);
+  }
+  return paths;
+}
+
+std::string PathName(std::optional<FusedPath> path) {
+  if (!path.has_value()) return "auto";
+  return *path == FusedPath::kWgmma ? "wgmma" : "mma_sync";
+}
+
+// Forces the fused backend onto one kernel for a scope.
+class ScopedPath {
+ public:
+  explicit ScopedPath(std::optional<FusedPath> path) { SetFusedPathOverride(path); }
+  ~ScopedPath() { SetFusedPathOverride(std::nullopt); }
+};
 
 TEST(FusedSupport, NeedsACudaDeviceOfAmpereOrNewer) {
   ATTN_REQUIRE_FUSED();
@@ -82,17 +110,21 @@ TEST_P(FusedVersusReference, WithinToleranceAndAtMostTwiceTheNaiveError) {
   const auto [dtype, sh, causal] = GetParam();
   AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
   Inputs in = RandomInputs(p, 31);
-  auto out = RunOnGpu(in, "fused");
-  ASSERT_TRUE(out.ok()) << out.status();
   auto naive = RunOnGpu(in, "naive");
   ASSERT_TRUE(naive.ok()) << naive.status();
   const std::vector<double> ref = Reference(in);
-  const Comparison c = Compare(*out, ref, ToleranceFor(dtype));
   const Comparison n = Compare(*naive, ref, ToleranceFor(dtype));
-  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
-  EXPECT_LE(c.rel_l2, kFastVsNaiveErrorRatio * n.rel_l2 + FastVsNaiveErrorFloor(dtype))
-      << p.ToString() << ": fused " << c.ToString() << " vs naive " << n.ToString();
-  RecordProperty("rel_l2", std::to_string(c.rel_l2));
+  for (const auto path : PathsFor(dtype, sh.h)) {
+    SCOPED_TRACE(PathName(path));
+    ScopedPath scoped(path);
+    auto out = RunOnGpu(in, "fused");
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Comparison c = Compare(*out, ref, ToleranceFor(dtype));
+    EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+    EXPECT_LE(c.rel_l2, kFastVsNaiveErrorRatio * n.rel_l2 + FastVsNaiveErrorFloor(dtype))
+        << p.ToString() << ": fused " << c.ToString() << " vs naive " << n.ToString();
+    RecordProperty("rel_l2_" + PathName(path), std::to_string(c.rel_l2));
+  }
   RecordProperty("naive_rel_l2", std::to_string(n.rel_l2));
 }
 
@@ -111,8 +143,6 @@ TEST_P(FusedVersusNaiveFloat32, WithinTolerance) {
   const auto [dtype, sh, causal] = GetParam();
   AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
   Inputs in = RandomInputs(p, 32);
-  auto out = RunOnGpu(in, "fused");
-  ASSERT_TRUE(out.ok()) << out.status();
   Inputs wide = in;
   wide.problem.dtype = DType::kFloat32;
   wide.q = MakeOperand(in.q.values, DType::kFloat32);
@@ -120,8 +150,14 @@ TEST_P(FusedVersusNaiveFloat32, WithinTolerance) {
   wide.v = MakeOperand(in.v.values, DType::kFloat32);
   auto ref = RunOnGpu(wide, "naive");
   ASSERT_TRUE(ref.ok()) << ref.status();
-  const Comparison c = Compare(*out, *ref, ToleranceFor(dtype));
-  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+  for (const auto path : PathsFor(dtype, sh.h)) {
+    SCOPED_TRACE(PathName(path));
+    ScopedPath scoped(path);
+    auto out = RunOnGpu(in, "fused");
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Comparison c = Compare(*out, *ref, ToleranceFor(dtype));
+    EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+  }
 }
 
 const Shape kLargeShapes[] = {
@@ -154,17 +190,53 @@ TEST(FusedBackend, RepeatedRunsAreBitwiseIdentical) {
   for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     const auto p = AttentionProblem::SelfAttention(2, 300, 8, 128, dtype, true, 2);
     Inputs in = RandomInputs(p, 34);
-    auto a = RunOnGpu(in, "fused");
-    auto b = RunOnGpu(in, "fused");
-    ASSERT_TRUE(a.ok() && b.ok());
-    EXPECT_EQ(*a, *b) << DTypeName(dtype);
+    for (const auto path : PathsFor(dtype, p.head_dim)) {
+      ScopedPath scoped(path);
+      auto a = RunOnGpu(in, "fused");
+      auto b = RunOnGpu(in, "fused");
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(*a, *b) << DTypeName(dtype) << " " << PathName(path);
+    }
   }
+}
+
+TEST(FusedBackend, PicksTheWgmmaKernelOnHopperWhereBuilt) {
+  ATTN_REQUIRE_GPU();
+  const auto p = AttentionProblem::SelfAttention(2, 300, 8, 128, DType::kBFloat16, true, 2);
+  const auto paths = PathsFor(p.dtype, p.head_dim);
+  if (paths.size() < 2) {
+    GTEST_SKIP() << "one tensor-core kernel here: wgmma needs compute capability 9.0 and a build "
+                    "for sm_90a";
+  }
+  // The kernels round differently, so the automatic choice shows itself in the output bits.
+  Inputs in = RandomInputs(p, 37);
+  auto automatic = RunOnGpu(in, "fused");
+  std::optional<std::vector<double>> wgmma, mma_sync;
+  {
+    ScopedPath scoped(FusedPath::kWgmma);
+    auto out = RunOnGpu(in, "fused");
+    ASSERT_TRUE(out.ok());
+    wgmma = *out;
+  }
+  {
+    ScopedPath scoped(FusedPath::kMmaSync);
+    auto out = RunOnGpu(in, "fused");
+    ASSERT_TRUE(out.ok());
+    mma_sync = *out;
+  }
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_EQ(*automatic, *wgmma);
+  EXPECT_NE(*automatic, *mma_sync) << "the two kernels gave identical bits: is wgmma running?";
 }
 
 TEST(FusedBackend, ReadsStridedKvWithoutCopies) {
   ATTN_REQUIRE_GPU();
-  ExpectStridedKvMatchesReference(
-      *Fused(), AttentionProblem::SelfAttention(2, 140, 8, 64, DType::kBFloat16, true, 2), 35);
+  const auto p = AttentionProblem::SelfAttention(2, 140, 8, 64, DType::kBFloat16, true, 2);
+  for (const auto path : PathsFor(p.dtype, p.head_dim)) {
+    SCOPED_TRACE(PathName(path));
+    ScopedPath scoped(path);
+    ExpectStridedKvMatchesReference(*Fused(), p, 35);
+  }
 }
 
 TEST(FusedBackend, RefusesHalfRowsThatAreNot16ByteAligned) {

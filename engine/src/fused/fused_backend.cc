@@ -1,11 +1,15 @@
-// `fused`: our own flash-attention forward kernel (fused_kernel.cuh): one launch, the (T, S)
-// scores never leave registers, workspace 0. bf16/fp16 on tensor cores (mma.sync, sm_80+),
-// float32 on CUDA cores in exact fp32. This file is the one place that turns the run-time
-// problem (dtype, head dim) into a compile-time instantiation.
+// `fused`: our own flash-attention forward kernel: one launch, the (T, S) scores never leave
+// registers, workspace 0. bf16/fp16 on tensor cores: wgmma on H100/H200 for head dims 64 and 128
+// (fused_wgmma.cuh), mma.sync elsewhere (fused_kernel.cuh, sm_80+); float32 on CUDA cores in
+// exact fp32. This file is the one place that turns the run-time problem (dtype, head dim,
+// device) into a compile-time instantiation.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_format.h"
@@ -14,7 +18,37 @@
 #include "fused/fused_kernels.h"
 
 namespace attn {
+
+bool FusedWgmmaBuilt(int head_dim) {
+#if defined(ATTN_FUSED_WGMMA)
+  return head_dim == 64 || head_dim == 128;
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
+
 namespace {
+
+// -1: automatic; otherwise a FusedPath forced by SetFusedPathOverride or ATTN_FUSED_KERNEL.
+std::atomic<int>& PathOverride() {
+  static std::atomic<int> forced([] {
+    const char* v = std::getenv("ATTN_FUSED_KERNEL");
+    if (v == nullptr) return -1;
+    if (std::strcmp(v, "mma_sync") == 0) return static_cast<int>(FusedPath::kMmaSync);
+    if (std::strcmp(v, "wgmma") == 0) return static_cast<int>(FusedPath::kWgmma);
+    return -1;
+  }());
+  return forced;
+}
+
+FusedPath PathFor(int64_t head_dim, const DeviceInfo& device) {
+  const bool wgmma = FusedWgmmaBuilt(static_cast<int>(head_dim)) && device.cc_major == 9 &&
+                     device.cc_minor == 0;
+  const int forced = PathOverride().load(std::memory_order_relaxed);
+  if (forced == static_cast<int>(FusedPath::kMmaSync) || !wgmma) return FusedPath::kMmaSync;
+  return FusedPath::kWgmma;
+}
 
 constexpr int64_t kMaxGridYz = 65535;  // CUDA's limit on gridDim.y (heads) and gridDim.z (batch)
 
@@ -33,14 +67,14 @@ absl::Status CheckHalfAlignment(const TensorView& t, const char* name) {
 }
 
 template <int kHeadDim>
-cudaError_t Launch(const FusedParams& params, DType dtype, cudaStream_t stream) {
+cudaError_t Launch(const FusedParams& params, DType dtype, FusedPath path, cudaStream_t stream) {
   switch (dtype) {
     case DType::kFloat32:
       return LaunchFusedFloat<kHeadDim>(params, stream);
     case DType::kBFloat16:
-      return LaunchFusedHalf<kHeadDim>(params, FusedHalfType::kBFloat16, stream);
+      return LaunchFusedHalf<kHeadDim>(params, FusedHalfType::kBFloat16, path, stream);
     case DType::kFloat16:
-      return LaunchFusedHalf<kHeadDim>(params, FusedHalfType::kFloat16, stream);
+      return LaunchFusedHalf<kHeadDim>(params, FusedHalfType::kFloat16, path, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -50,7 +84,8 @@ class FusedBackend final : public Backend {
   std::string name() const override { return "fused"; }
   std::string description() const override {
     return "our flash-attention kernel: online softmax, scores in registers; bf16/fp16 on tensor "
-           "cores (mma.sync), float32 on CUDA cores";
+           "cores (wgmma on H100/H200 for head dims 64 and 128, mma.sync elsewhere), float32 on "
+           "CUDA cores";
   }
 
   absl::Status CheckSupport(const AttentionProblem& p, const DeviceInfo& device) const override {
@@ -127,21 +162,22 @@ class FusedBackend final : public Backend {
     fp.causal = p.causal;
 
     cudaStream_t stream = args.context.stream();
+    const FusedPath path = PathFor(p.head_dim, args.context.info());
     switch (p.head_dim) {
       case 32:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<32>(fp, p.dtype, stream));
+        ATTN_CUDA_RETURN_IF_ERROR(Launch<32>(fp, p.dtype, path, stream));
         break;
       case 64:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<64>(fp, p.dtype, stream));
+        ATTN_CUDA_RETURN_IF_ERROR(Launch<64>(fp, p.dtype, path, stream));
         break;
       case 96:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<96>(fp, p.dtype, stream));
+        ATTN_CUDA_RETURN_IF_ERROR(Launch<96>(fp, p.dtype, path, stream));
         break;
       case 128:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<128>(fp, p.dtype, stream));
+        ATTN_CUDA_RETURN_IF_ERROR(Launch<128>(fp, p.dtype, path, stream));
         break;
       case 256:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<256>(fp, p.dtype, stream));
+        ATTN_CUDA_RETURN_IF_ERROR(Launch<256>(fp, p.dtype, path, stream));
         break;
     }
     return absl::OkStatus();
@@ -149,6 +185,10 @@ class FusedBackend final : public Backend {
 };
 
 }  // namespace
+
+void SetFusedPathOverride(std::optional<FusedPath> path) {
+  PathOverride().store(path.has_value() ? static_cast<int>(*path) : -1, std::memory_order_relaxed);
+}
 
 std::unique_ptr<Backend> MakeFusedBackend() { return std::make_unique<FusedBackend>(); }
 

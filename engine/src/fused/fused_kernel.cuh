@@ -1,5 +1,5 @@
-// The `fused` flash-attention forward kernels (FlashAttention-2's algorithm), included only by
-// the per-head-dim fused_hdim<H>.cu files.
+// The `fused` flash-attention forward kernels (FlashAttention-2's algorithm) for sm_80 and newer,
+// included through fused_launch.cuh by the per-head-dim fused_hdim<H>.cu files.
 //
 // Tensor-core kernel (bf16/fp16), one block per (query tile, head, batch):
 //  - the block's kBlockM query rows are copied to shared memory once (cp.async);
@@ -7,7 +7,8 @@
 //    flight (cp.async) while tile j is computed, one barrier per tile;
 //  - each warp owns kMAtoms 16-row slices of the query tile; S = Q K^T (mma.sync m16n8k16,
 //    ldmatrix for Q and K) stays in registers, the online softmax keeps the running max and sum
-//    in fp32 (exp2f on log2(e)-prescaled scores), P is narrowed to the input type in registers
+//    in fp32 (ex2.approx on log2(e)-prescaled scores; the max moves, and O is rescaled, only
+//    when a tile's max exceeds it by more than 2^8), P is narrowed to the input type in registers
 //    and O += P V (ldmatrix.trans for V) accumulates in fp32;
 //  - causal: key tiles wholly above the diagonal are never loaded; only tiles that cross the
 //    diagonal or the end of S are masked;
@@ -29,11 +30,14 @@ namespace attn::fused {
 // ---------------------------------------------------------------------------------------------
 // PTX wrappers (sm_80+).
 
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+// `dst` is a shared-memory address (as __cvta_generic_to_shared gives).
+__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* gmem, bool valid) {
   const int src_bytes = valid ? 16 : 0;  // 0: fill the 16 bytes with zeros, read nothing
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
                "r"(src_bytes));
+}
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
+  CpAsync16(static_cast<uint32_t>(__cvta_generic_to_shared(smem)), gmem, valid);
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
@@ -61,6 +65,11 @@ __device__ __forceinline__ float FastExp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+
+// The half kernel moves a row's running max only when a tile's max exceeds it by more than this
+// many powers of two (FlashAttention-4's conditional rescale), so probabilities stay <= 2^8:
+// exact in fp32 sums, and bf16/fp16 keep their relative precision at any magnitude.
+constexpr float kLazyRescaleLog2 = 8.0f;
 
 template <typename T>
 struct HalfOps;
@@ -234,25 +243,39 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
           }
     }
 
-    // Online softmax: new row max (over the quad of lanes sharing a row), rescale O and the
-    // running sum, P = exp2(S * scale * log2e - max * scale * log2e).
+    // Online softmax with a lazy rescale: the running max moves (and O and the running sum are
+    // rescaled by alpha) only when a tile's max exceeds it by more than kLazyRescaleLog2 in log2
+    // units; otherwise the stale max stays and P = exp2(S * scale * log2e - max * scale * log2e)
+    // is at most 2^kLazyRescaleLog2. O and the sum share that max, so the final O / sum is the
+    // same softmax; the warp skips the O rescale (kMAtoms * kDBlocks * 4 multiplies) unless one of
+    // its rows moved, which after the first tiles is rare.
+    float alpha[kMAtoms][2];
+    bool moved = false;
 #pragma unroll
     for (int ma = 0; ma < kMAtoms; ++ma)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = row_max[ma][h];
+        float mx = -INFINITY;
 #pragma unroll
         for (int nb = 0; nb < kNBlocks; ++nb)
           mx = fmaxf(mx, fmaxf(s[ma][nb][2 * h], s[ma][nb][2 * h + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // A row with no visible key yet keeps max -inf; subtract 0 then, so exp2 gives 0, not NaN.
         // The old tiles' probabilities were taken relative to the rounded product
         // __fmul_rn(old max, scale_log2); alpha must use that same value (an FMA here would use
         // the exact product and bias every rescale by up to half an ulp of max * scale_log2).
-        const float max_scaled = mx == -INFINITY ? 0.f : __fmul_rn(mx, p.scale_log2);
-        const float alpha = FastExp2(__fmul_rn(row_max[ma][h], p.scale_log2) - max_scaled);
-        row_max[ma][h] = mx;
+        // A row with no visible key yet keeps max -inf (-inf - -inf is NaN: no move).
+        const float old_scaled = __fmul_rn(row_max[ma][h], p.scale_log2);
+        const float tile_scaled = __fmul_rn(mx, p.scale_log2);
+        alpha[ma][h] = 1.f;
+        if (tile_scaled - old_scaled > kLazyRescaleLog2) {
+          alpha[ma][h] = FastExp2(old_scaled - tile_scaled);
+          row_max[ma][h] = mx;
+          moved = true;
+        }
+        // Subtract 0 for a row whose max is still -inf, so exp2 gives 0, not NaN.
+        const float max_scaled =
+            row_max[ma][h] == -INFINITY ? 0.f : __fmul_rn(row_max[ma][h], p.scale_log2);
         float sum = 0.f;
 #pragma unroll
         for (int nb = 0; nb < kNBlocks; ++nb)
@@ -262,13 +285,19 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
             s[ma][nb][2 * h + e] = pr;
             sum += pr;
           }
-        row_sum[ma][h] = row_sum[ma][h] * alpha + sum;
+        row_sum[ma][h] = row_sum[ma][h] * alpha[ma][h] + sum;
+      }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int ma = 0; ma < kMAtoms; ++ma)
 #pragma unroll
         for (int d = 0; d < kDBlocks; ++d) {
-          o[ma][d][2 * h] *= alpha;
-          o[ma][d][2 * h + 1] *= alpha;
+          o[ma][d][0] *= alpha[ma][0];
+          o[ma][d][1] *= alpha[ma][0];
+          o[ma][d][2] *= alpha[ma][1];
+          o[ma][d][3] *= alpha[ma][1];
         }
-      }
+    }
 
       // O += P V: P's accumulator layout is the A-fragment layout of the next mma.
 #pragma unroll
@@ -513,26 +542,3 @@ struct HalfTileFor<256> {
 };
 
 }  // namespace attn::fused
-
-namespace attn {
-
-template <int kHeadDim>
-cudaError_t LaunchFusedHalf(const FusedParams& p, FusedHalfType type, cudaStream_t stream) {
-  using Traits = typename fused::HalfTileFor<kHeadDim>::Traits;
-  return type == FusedHalfType::kBFloat16 ? fused::LaunchHalf<Traits, __nv_bfloat16>(p, stream)
-                                          : fused::LaunchHalf<Traits, __half>(p, stream);
-}
-
-template <int kHeadDim>
-cudaError_t LaunchFusedFloat(const FusedParams& p, cudaStream_t stream) {
-  return fused::LaunchFloat<kHeadDim>(p, stream);
-}
-
-}  // namespace attn
-
-// One head dim's instantiations: each fused_hdim<H>.cu holds exactly this line.
-#define ATTN_FUSED_INSTANTIATE(H)                                                           \
-  namespace attn {                                                                          \
-  template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, cudaStream_t); \
-  template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);               \
-  }

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace attn {
 
@@ -27,10 +28,25 @@ struct FusedParams {
 
 enum class FusedHalfType { kBFloat16, kFloat16 };
 
-// bf16/fp16 on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async; fp32 accumulation).
-// Needs 16-byte aligned tensors whose batch/row/head strides are multiples of 8 elements.
+// The tensor-core kernel a bf16/fp16 problem runs on: mma.sync (sm_80 and newer: fused_kernel.cuh)
+// or warpgroup MMA (sm_90a, H100/H200, head dims 64 and 128: fused_wgmma.cuh).
+enum class FusedPath { kMmaSync, kWgmma };
+
+// Whether this build holds the wgmma kernel for `head_dim` (CMake defines ATTN_FUSED_WGMMA when
+// CMAKE_CUDA_ARCHITECTURES names 90a).
+bool FusedWgmmaBuilt(int head_dim);
+
+// Forces one path where both can run (tests and side-by-side benchmarks); std::nullopt restores
+// the automatic choice (wgmma on compute capability 9.0 where built). Without a call, the
+// environment variable ATTN_FUSED_KERNEL=mma_sync|wgmma sets it for the process.
+void SetFusedPathOverride(std::optional<FusedPath> path);
+
+// bf16/fp16 on tensor cores (fp32 accumulation, cp.async loads) along `path`; kWgmma for a head
+// dim without that kernel runs mma.sync. Needs 16-byte aligned tensors whose batch/row/head
+// strides are multiples of 8 elements.
 template <int kHeadDim>
-cudaError_t LaunchFusedHalf(const FusedParams& params, FusedHalfType type, cudaStream_t stream);
+cudaError_t LaunchFusedHalf(const FusedParams& params, FusedHalfType type, FusedPath path,
+                            cudaStream_t stream);
 
 // float32 on CUDA cores (fp32 FMA, no TF32): any alignment.
 template <int kHeadDim>
@@ -38,7 +54,8 @@ cudaError_t LaunchFusedFloat(const FusedParams& params, cudaStream_t stream);
 
 // The compiled head dims, one fused_hdim<H>.cu each.
 #define ATTN_FUSED_DECLARE(H)                                                                      \
-  extern template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, cudaStream_t); \
+  extern template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, FusedPath,  \
+                                                 cudaStream_t);                                  \
   extern template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);
 ATTN_FUSED_DECLARE(32)
 ATTN_FUSED_DECLARE(64)

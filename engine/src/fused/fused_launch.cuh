@@ -1,0 +1,44 @@
+// The `fused` backend's launchers: a head dim's compile-time instantiation of the mma.sync
+// kernel (fused_kernel.cuh), the Hopper wgmma kernel (fused_wgmma.cuh, head dims 64 and 128) and
+// the float32 kernel. Included only by the per-head-dim fused_hdim<H>.cu files.
+#pragma once
+
+#include "fused/fused_kernel.cuh"
+#include "fused/fused_wgmma.cuh"
+
+namespace attn {
+
+template <int kHeadDim>
+cudaError_t LaunchFusedHalf(const FusedParams& p, FusedHalfType type, FusedPath path,
+                            cudaStream_t stream) {
+  const bool bf16 = type == FusedHalfType::kBFloat16;
+#if defined(ATTN_FUSED_WGMMA)
+  if constexpr (kHeadDim == 64 || kHeadDim == 128) {
+    if (path == FusedPath::kWgmma) {
+      using Traits = typename fused::WgmmaTileFor<kHeadDim>::Traits;
+      return bf16 ? fused::LaunchWgmma<Traits, __nv_bfloat16>(p, stream)
+                  : fused::LaunchWgmma<Traits, __half>(p, stream);
+    }
+  }
+#else
+  (void)path;
+#endif
+  using Traits = typename fused::HalfTileFor<kHeadDim>::Traits;
+  return bf16 ? fused::LaunchHalf<Traits, __nv_bfloat16>(p, stream)
+              : fused::LaunchHalf<Traits, __half>(p, stream);
+}
+
+template <int kHeadDim>
+cudaError_t LaunchFusedFloat(const FusedParams& p, cudaStream_t stream) {
+  return fused::LaunchFloat<kHeadDim>(p, stream);
+}
+
+}  // namespace attn
+
+// One head dim's instantiations: each fused_hdim<H>.cu holds exactly this line.
+#define ATTN_FUSED_INSTANTIATE(H)                                                             \
+  namespace attn {                                                                            \
+  template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, FusedPath,       \
+                                          cudaStream_t);                                      \
+  template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);                 \
+  }

@@ -1,0 +1,482 @@
+// The `fused` backend's Hopper kernel (sm_90a): FlashAttention's forward on warpgroup MMA
+// (wgmma), included by fused_hdim64.cu and fused_hdim128.cu beside the mma.sync kernel of
+// fused_kernel.cuh, whose helpers (cp.async, exp2, packing, the lazy rescale) it shares.
+//
+// One block of two warpgroups per (128-row query tile, head, batch); each warpgroup owns 64 rows:
+//  - Q, and K/V tiles of kBlockN keys (double-buffered, cp.async one tile ahead), sit in shared
+//    memory in the 128-byte-swizzled layout that wgmma reads through matrix descriptors: rows of
+//    64 elements (128 bytes), the 16-byte chunks of row r XOR-permuted by r % 8, head dims past
+//    64 in a second region;
+//  - S = Q K^T: H/16 wgmma m64nBNk16 with A (Q) and B (K) from shared memory, both K-major;
+//  - the online softmax (fused_kernel.cuh's lazy rescale) runs on S in registers: the wgmma
+//    accumulator layout is mma.sync's per 8-column block, so P packs into wgmma's register-A
+//    fragments without moving data between threads;
+//  - O += P V: BN/16 wgmma m64nHk16 with A = P from registers and B = V from shared memory,
+//    read transposed (MN-major: V's rows are keys, its contiguous dim is the head dim).
+// Shared memory written by cp.async (the generic proxy) is fenced to the async proxy before
+// the barrier that publishes it to wgmma.
+#pragma once
+
+#include "fused/fused_kernel.cuh"
+
+namespace attn::fused {
+
+// ---------------------------------------------------------------------------------------------
+// wgmma wrappers (sm_90a). d (m64nN, f32) = A * B (+ d): SS reads A and B through shared-memory
+// descriptors, RS takes A from registers (the mma.sync m16n8k16 A layout per warp, rows 16w..)
+// and B transposed (MN-major). `accumulate` 0 ignores d's old value.
+
+template <typename T>
+__device__ void WgmmaSS64(float (&d)[32], uint64_t a_desc, uint64_t b_desc, int accumulate);
+template <typename T>
+__device__ void WgmmaSS128(float (&d)[64], uint64_t a_desc, uint64_t b_desc, int accumulate);
+template <typename T>
+__device__ void WgmmaRS64(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc);
+template <typename T>
+__device__ void WgmmaRS128(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc);
+
+template <>
+__device__ __forceinline__ void WgmmaSS64<__nv_bfloat16>(float (&d)[32], uint64_t a_desc, uint64_t b_desc, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+}
+template <>
+__device__ __forceinline__ void WgmmaSS64<__half>(float (&d)[32], uint64_t a_desc, uint64_t b_desc, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+}
+template <>
+__device__ __forceinline__ void WgmmaSS128<__nv_bfloat16>(float (&d)[64], uint64_t a_desc, uint64_t b_desc, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+}
+template <>
+__device__ __forceinline__ void WgmmaSS128<__half>(float (&d)[64], uint64_t a_desc, uint64_t b_desc, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+}
+template <>
+__device__ __forceinline__ void WgmmaRS64<__nv_bfloat16>(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+}
+template <>
+__device__ __forceinline__ void WgmmaRS64<__half>(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+}
+template <>
+__device__ __forceinline__ void WgmmaRS128<__nv_bfloat16>(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+}
+template <>
+__device__ __forceinline__ void WgmmaRS128<__half>(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+}
+
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaWaitAll() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
+// wgmma that owns it (the asm statements above do not tell it when the hardware writes d).
+template <int kN>
+__device__ __forceinline__ void FenceRegisters(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// A shared-memory matrix descriptor for the 128-byte swizzle: start address, leading and stride
+// byte offsets (16-byte units), layout type 1 (SWIZZLE_128B) in bits 62-63. K-major operands
+// (Q, K): stride = 1024 bytes between 8-row groups, leading offset unused. MN-major (V): leading
+// = bytes between 64-column regions, stride = 1024 bytes between 8-key groups.
+__device__ __forceinline__ uint64_t SwizzledDescriptor(uint32_t smem_addr, uint32_t leading_bytes,
+                                                       uint32_t stride_bytes) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4) |
+         static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFFu) << 16 |
+         static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFFu) << 32 | uint64_t{1} << 62;
+}
+
+template <int kHeadDim_, int kBlockN_, int kMinBlocksPerSm_>
+struct WgmmaTraits {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = 128;  // two warpgroups of 64 rows
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
+  static constexpr int kThreads = 256;
+  static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  static constexpr int kRegions = kHeadDim / 64;
+  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr int kKvBytes = kBlockN * kHeadDim * 2;
+  // + 1 KiB: the base is rounded up to the swizzle atom's 1024-byte alignment.
+  static constexpr int kSmemBytes = kQBytes + 4 * kKvBytes + 1024;
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma N = head dim: 64 or 128");
+  static_assert(kBlockN == 64 || kBlockN == 128, "wgmma N = kBlockN: 64 or 128");
+  static_assert(kMinBlocksPerSm * kSmemBytes <= 227 * 1024, "shared memory of the resident blocks");
+};
+
+// Byte offset of (row, 16-byte chunk) in a swizzled tile of kRows rows.
+template <int kRows>
+__device__ __forceinline__ uint32_t SwizzledOffset(int row, int chunk) {
+  return (chunk / 8) * (kRows * 128) + row * 128 + (((chunk % 8) ^ (row % 8)) * 16);
+}
+
+// Copies kRows rows (row stride `stride` elements) into a swizzled tile at shared address
+// `tile`; rows >= valid_rows are zero-filled.
+template <typename Traits, int kRows, typename T>
+__device__ __forceinline__ void LoadSwizzled(uint32_t tile, const T* gmem, int64_t stride,
+                                             int valid_rows, int tid) {
+  constexpr int kPerThread = kRows * Traits::kChunks / Traits::kThreads;
+  static_assert(kRows * Traits::kChunks % Traits::kThreads == 0, "whole chunks per thread");
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int chunk = tid + i * Traits::kThreads;
+    const int r = chunk / Traits::kChunks, c = chunk % Traits::kChunks;
+    const bool valid = r < valid_rows;
+    // A zero-filled chunk still names a valid address (the tile's first row).
+    CpAsync16(tile + SwizzledOffset<kRows>(r, c), gmem + (valid ? r * stride : 0) + c * 8, valid);
+  }
+}
+
+template <typename Traits, typename T>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
+    FusedWgmmaKernel(const FusedParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Ops = HalfOps<T>;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
+  constexpr int kSBlocks = kBlockN / 8, kOBlocks = kHeadDim / 8;  // n8 blocks of S and O
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base =
+      (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const uint32_t s_q = base;
+  const uint32_t s_k = s_q + Traits::kQBytes;
+  const uint32_t s_v = s_k + 2 * Traits::kKvBytes;
+
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) tiles first
+  const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / p.group;
+  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int q0 = m_block * kBlockM;
+  // This thread's two rows of the tile (the accumulator layout): r0 and r0 + 8.
+  const int r0 = wg * 64 + warp * 16 + lane / 4;
+  const int col = 2 * (lane % 4);
+
+  const T* q = static_cast<const T*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride +
+               q0 * p.q_row_stride;
+  const T* k = static_cast<const T*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+
+  const int kv_end = p.causal ? min(p.kv_len, q0 + kBlockM) : p.kv_len;
+  const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
+
+  LoadSwizzled<Traits, kBlockM>(s_q, q, p.q_row_stride, min(kBlockM, p.q_len - q0), tid);
+  auto load_kv = [&](int tile) {
+    const int key0 = tile * kBlockN, valid = min(kBlockN, p.kv_len - key0);
+    const uint32_t buffer = (tile % 2) * Traits::kKvBytes;
+    LoadSwizzled<Traits, kBlockN>(s_k + buffer, k + key0 * p.k_row_stride, p.k_row_stride, valid, tid);
+    LoadSwizzled<Traits, kBlockN>(s_v + buffer, v + key0 * p.v_row_stride, p.v_row_stride, valid, tid);
+  };
+  load_kv(0);
+  CpAsyncCommit();
+
+  float o[kOBlocks * 4];
+#pragma unroll
+  for (int i = 0; i < kOBlocks * 4; ++i) o[i] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+
+  for (int j = 0; j < n_tiles; ++j) {
+    CpAsyncWait<0>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // tile j is in for every warpgroup; tile j - 1's buffers are free
+    if (j + 1 < n_tiles) load_kv(j + 1);
+    CpAsyncCommit();
+    const uint32_t buffer = (j % 2) * Traits::kKvBytes;
+
+    // S = Q K^T for this warpgroup's 64 rows.
+    float s[kSBlocks * 4];
+    WgmmaFence();
+#pragma unroll
+    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+      const uint32_t k_offset = (ks % 4) * 32;  // 16 elements = 32 bytes into the atom
+      const uint64_t a_desc = SwizzledDescriptor(
+          s_q + (ks / 4) * (kBlockM * 128) + wg * 64 * 128 + k_offset, 16, 1024);
+      const uint64_t b_desc =
+          SwizzledDescriptor(s_k + buffer + (ks / 4) * (kBlockN * 128) + k_offset, 16, 1024);
+      if constexpr (kBlockN == 128) {
+        WgmmaSS128<T>(s, a_desc, b_desc, ks > 0);
+      } else {
+        WgmmaSS64<T>(s, a_desc, b_desc, ks > 0);
+      }
+    }
+    WgmmaCommit();
+    WgmmaWaitAll();
+    FenceRegisters(s);
+
+    // Mask keys past S and (causal) after the query, only in tiles that have any.
+    const int key0 = j * kBlockN;
+    if (key0 + kBlockN > p.kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
+#pragma unroll
+      for (int nb = 0; nb < kSBlocks; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int t = q0 + r0 + (e / 2) * 8;
+          const int key = key0 + nb * 8 + col + (e % 2);
+          if (key >= p.kv_len || (p.causal && key > t)) s[nb * 4 + e] = -INFINITY;
+        }
+    }
+
+    // Online softmax with the lazy rescale (fused_kernel.cuh says why it is exact).
+    float alpha[2];
+    bool moved = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < kSBlocks; ++nb) mx = fmaxf(mx, fmaxf(s[nb * 4 + 2 * h], s[nb * 4 + 2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float old_scaled = __fmul_rn(row_max[h], p.scale_log2);
+      const float tile_scaled = __fmul_rn(mx, p.scale_log2);
+      alpha[h] = 1.f;
+      if (tile_scaled - old_scaled > kLazyRescaleLog2) {
+        alpha[h] = FastExp2(old_scaled - tile_scaled);
+        row_max[h] = mx;
+        moved = true;
+      }
+      const float max_scaled = row_max[h] == -INFINITY ? 0.f : __fmul_rn(row_max[h], p.scale_log2);
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kSBlocks; ++nb)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pr = FastExp2(fmaf(s[nb * 4 + 2 * h + e], p.scale_log2, -max_scaled));
+          s[nb * 4 + 2 * h + e] = pr;
+          sum += pr;
+        }
+      row_sum[h] = row_sum[h] * alpha[h] + sum;
+    }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int d = 0; d < kOBlocks; ++d) {
+        o[d * 4 + 0] *= alpha[0];
+        o[d * 4 + 1] *= alpha[0];
+        o[d * 4 + 2] *= alpha[1];
+        o[d * 4 + 3] *= alpha[1];
+      }
+    }
+
+    // O += P V, 16 keys per wgmma; P's accumulator layout is wgmma's register-A layout.
+    uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      pa[kk][0] = Ops::Pack(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = Ops::Pack(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = Ops::Pack(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = Ops::Pack(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    WgmmaFence();
+    FenceRegisters(o);
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint64_t b_desc =
+          SwizzledDescriptor(s_v + buffer + kk * 16 * 128, kBlockN * 128, 1024);
+      if constexpr (kHeadDim == 128) {
+        WgmmaRS128<T>(o, pa[kk], b_desc);
+      } else {
+        WgmmaRS64<T>(o, pa[kk], b_desc);
+      }
+    }
+    WgmmaCommit();
+    WgmmaWaitAll();
+    FenceRegisters(o);
+  }
+  CpAsyncWait<0>();
+
+  // out = O / sum, written once; rows past T are dropped.
+  T* out = static_cast<T*>(p.out) + batch * p.o_batch_stride + head * p.o_head_stride;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = row_sum[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const int t = q0 + r0 + h * 8;
+    if (t < p.q_len) {
+      T* row = out + static_cast<int64_t>(t) * p.o_row_stride + col;
+#pragma unroll
+      for (int d = 0; d < kOBlocks; ++d) {
+        *reinterpret_cast<uint32_t*>(row + d * 8) =
+            Ops::Pack(o[d * 4 + 2 * h] * inv, o[d * 4 + 2 * h + 1] * inv);
+      }
+    }
+  }
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// The tile per head dim on Hopper (measurements: NOTES.md). H = 128: 64-key tiles and two
+// blocks (16 warps) per SM, 1.07-1.10x faster than 128-key tiles with one block on the H200 (at
+// 128 registers a thread the compiler spills 96 bytes, and still wins: more warps hide the
+// softmax behind the other blocks' wgmma). The ATTN_FUSED_WGMMA_H* macros exist for
+// bench/fused_variants.sh.
+#ifndef ATTN_FUSED_WGMMA_H128_BLOCK_N
+#define ATTN_FUSED_WGMMA_H128_BLOCK_N 64
+#endif
+#ifndef ATTN_FUSED_WGMMA_H128_BLOCKS
+#define ATTN_FUSED_WGMMA_H128_BLOCKS 2
+#endif
+#ifndef ATTN_FUSED_WGMMA_H64_BLOCK_N
+#define ATTN_FUSED_WGMMA_H64_BLOCK_N 128
+#endif
+#ifndef ATTN_FUSED_WGMMA_H64_BLOCKS
+#define ATTN_FUSED_WGMMA_H64_BLOCKS 1
+#endif
+template <int kHeadDim>
+struct WgmmaTileFor;
+template <>
+struct WgmmaTileFor<128> {
+  using Traits = WgmmaTraits<128, ATTN_FUSED_WGMMA_H128_BLOCK_N, ATTN_FUSED_WGMMA_H128_BLOCKS>;
+};
+template <>
+struct WgmmaTileFor<64> {
+  using Traits = WgmmaTraits<64, ATTN_FUSED_WGMMA_H64_BLOCK_N, ATTN_FUSED_WGMMA_H64_BLOCKS>;
+};
+
+template <typename Traits, typename T>
+cudaError_t LaunchWgmma(const FusedParams& p, cudaStream_t stream) {
+  auto kernel = FusedWgmmaKernel<Traits, T>;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           Traits::kSmemBytes);
+      e != cudaSuccess) {
+    return e;
+  }
+  const dim3 grid((p.q_len + Traits::kBlockM - 1) / Traits::kBlockM, p.heads, p.batch);
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace attn::fused
