@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -28,9 +30,13 @@ double NiceStep(double max) {
 
 }  // namespace
 
-const char* SeriesColor(size_t i) {
+const char* SeriesColor(const std::string& label) {
   static const char* kColors[] = {"#0969da", "#d1242f", "#1a7f37", "#8250df",
                                   "#bf8700", "#1b7c83", "#e16f24", "#57606a"};
+  static std::mutex mu;
+  static std::map<std::string, size_t> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  const size_t i = seen.emplace(label, seen.size()).first->second;
   return kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
 }
 
@@ -123,7 +129,7 @@ std::string LineChart::Render() const {
       log_y ? " — log scale" : "");
   // Lines with markers; each marker's <title> is its exact value.
   for (size_t i = 0; i < series.size(); ++i) {
-    const char* color = SeriesColor(i);
+    const char* color = SeriesColor(series[i].label);
     std::string pts;
     for (const auto& [x, y] : series[i].points) absl::StrAppendFormat(&pts, "%.1f,%.1f ", fx(x), fy(y));
     absl::StrAppendFormat(&out,
@@ -143,7 +149,7 @@ std::string LineChart::Render() const {
     absl::StrAppendFormat(&out,
                           "<rect x=\"%.0f\" y=\"%.0f\" width=\"18\" height=\"4\" fill=\"%s\"/>"
                           "<text x=\"%.0f\" y=\"%.0f\" dominant-baseline=\"middle\">%s</text>\n",
-                          lx, ly - 2, SeriesColor(i), lx + 24, ly, HtmlEscape(series[i].label));
+                          lx, ly - 2, SeriesColor(series[i].label), lx + 24, ly, HtmlEscape(series[i].label));
   }
   return out + "</svg>\n";
 }
@@ -166,7 +172,7 @@ std::string BarChart::Render() const {
                           "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\" dominant-baseline=\"middle\">%s</text>"
                           "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"20\" fill=\"%s\"><title>%s: %s %s</title></rect>"
                           "<text x=\"%.1f\" y=\"%.1f\" dominant-baseline=\"middle\">%s %s</text>\n",
-                          label_w - 8, y + 10, HtmlEscape(label), label_w, y, w, SeriesColor(i),
+                          label_w - 8, y + 10, HtmlEscape(label), label_w, y, w, SeriesColor(label),
                           HtmlEscape(label), Tick(v), HtmlEscape(unit), label_w + w + 6, y + 10, Tick(v),
                           HtmlEscape(unit));
   }

@@ -31,8 +31,9 @@ struct BarChart {
   std::string Render() const;
 };
 
-// The colour of series i (the codelab's palette first, then more).
-const char* SeriesColor(size_t i);
+// The colour of a series or bar: the palette in the order labels are first drawn in this
+// process, so one backend keeps its colour across a report's charts.
+const char* SeriesColor(const std::string& label);
 
 // Escapes &, <, >, " and ' for HTML and SVG text and attributes.
 std::string HtmlEscape(const std::string& s);
