@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for the cudnn_fp8 backend (issue 8): the FP8 tests, then the judged benchmark
-# (B=4, N=16, H=128, T=S=8192 causal: cudnn bf16 vs cudnn_fp8, interleaved twice, the quantise
+# (B=4, N=16, H=128, T=S=8192 causal: cudnn bf16 vs cudnn_fp8, interleaved three times, the quantise
 # step timed alone), then the codelab's FP8 row through the runner (B=4, T=2048, N=8, H=64,
 # causal: both timings, max |fp8 - bf16| and both errors vs a float32 reference). Logs in $OUT.
 #   bash bench/gpu_fp8.sh [bundle dir, default .gpu-fp8]
@@ -20,7 +20,7 @@ grep -E '^fp8 measured' "$out/fp8_tests.log" | sed 's/, worst element.*| emulate
 
 echo "== judged: B=4 N=16 H=128 T=S=8192 causal, bf16 cudnn vs cudnn_fp8 (warmup 20, repeats 100)"
 b() { "$gpu/run" attn-bench --dtypes=bfloat16 --warmup=20 --repeats=100 "$@"; }
-for round in 1 2; do
+for round in 1 2 3; do
   b --backend=cudnn,cudnn_fp8 --batch=4 --heads=16 --head_dim=128 --seq_lens=8192 --causal
 done 2>&1 | grep -vE '^\* GB' | tee "$out/fp8_judged.log"
 echo "== judged again, autotuned plans (every engine timed on the call's buffers, fastest kept)"

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "attn/attention.h"
 #include "attn/bench.h"
@@ -336,7 +337,7 @@ TEST_P(Fp8Kernels, QuantiseMatchesTheHostAndRecordsAmax) {
   auto* base = static_cast<uint8_t*>(block->data());
   auto* ds = reinterpret_cast<fp8_internal::DeviceScalars*>(base);
   ASSERT_TRUE(gpu.CopyToDevice(ds, &s, sizeof(s)).ok());
-  fp8::Operand dev[3];
+  fp8::Operand dev[3]{};
   int64_t offset = 4096;
   for (int i = 0; i < 3; ++i) {
     dev[i].src = base + offset;
@@ -367,7 +368,7 @@ TEST_P(Fp8Kernels, QuantiseMatchesTheHostAndRecordsAmax) {
   // Dequantise V's bytes back into `dtype` with descale_o: e4m3 * descale, rounded once.
   const int64_t n = counts[2];
   const int64_t shape[4] = {1, n / 64, 1, 64}, strides[4] = {n, 64, 64, 1};
-  ASSERT_EQ(fp8::LaunchDequantize(type, dev[2].dst, base + offset, shape, strides, ds, gpu.stream()),
+  ASSERT_EQ(fp8::LaunchDequantize(type, dev[2].dst, false, base + offset, shape, strides, ds, gpu.stream()),
             cudaSuccess);
   std::vector<uint8_t> back(static_cast<size_t>(n * 2)), q8(static_cast<size_t>(n));
   ASSERT_TRUE(gpu.CopyToHost(back.data(), base + offset, n * 2).ok());
@@ -378,6 +379,70 @@ TEST_P(Fp8Kernels, QuantiseMatchesTheHostAndRecordsAmax) {
     StoreFromDouble(want.data(), dtype, 0, E4M3ToFloat(q8[j]) * (1.0f / scales[2]));
     if (std::memcmp(want.data(), back.data() + 2 * j, 2) != 0) ++mismatches;
   }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST_P(Fp8Kernels, HeadsMajorCopiesPermuteAndComeBack) {
+  ATTN_REQUIRE_GPU();
+  DeviceContext& gpu = *SharedGpuContext();
+  const DType dtype = GetParam();
+  // (B, L, heads, H) with sizes that exercise every division of the heads-major index: odd L,
+  // heads and H / 8, and L past a multiple of any power of two.
+  const int64_t b = 2, l = 4099, heads = 5, h = 48, n = b * l * heads * h;
+  const HostOperand x = RandomOperand(n, dtype, 64);
+  fp8_internal::DeviceScalars s{};
+  s.scale[kFp8Q].value = 50.0f;
+  s.descale[kFp8O].value = 1.0f / 50.0f;
+  auto block = gpu.arena().Allocate(4096 + n * 2 + n + n * 2);
+  ASSERT_TRUE(block.ok());
+  auto* base = static_cast<uint8_t*>(block->data());
+  auto* ds = reinterpret_cast<fp8_internal::DeviceScalars*>(base);
+  uint8_t* src = base + 4096;
+  uint8_t* q8 = src + n * 2;
+  uint8_t* back = q8 + n;
+  ASSERT_TRUE(gpu.CopyToDevice(ds, &s, sizeof(s)).ok());
+  ASSERT_TRUE(gpu.CopyToDevice(src, x.bytes.data(), x.bytes.size()).ok());
+  // Q is the operand under test; K and V are empty views of the same rows' first head.
+  fp8::Operand ops[3]{};
+  const int64_t shape[4] = {b, l, heads, h}, strides[4] = {l * heads * h, heads * h, h, 1};
+  for (int i = 0; i < 3; ++i) {
+    ops[i].src = src;
+    ops[i].dst = q8;
+    std::copy(shape, shape + 4, ops[i].shape);
+    std::copy(strides, strides + 4, ops[i].strides);
+    ops[i].dst_heads_major = true;
+  }
+  ops[1].shape[0] = ops[2].shape[0] = 0;
+  const fp8::HalfType type = dtype == DType::kBFloat16 ? fp8::HalfType::kBFloat16 : fp8::HalfType::kFloat16;
+  ASSERT_EQ(fp8::LaunchQuantize(type, ops, ds, gpu.stream()), cudaSuccess);
+  std::vector<uint8_t> got(static_cast<size_t>(n));
+  ASSERT_TRUE(gpu.CopyToHost(got.data(), q8, n).ok());
+  int64_t mismatches = 0, first = -1;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t li = 0; li < l; ++li)
+      for (int64_t hd = 0; hd < heads; ++hd)
+        for (int64_t e = 0; e < h; ++e) {
+          const int64_t packed = ((bi * l + li) * heads + hd) * h + e;
+          const int64_t heads_major = ((bi * heads + hd) * l + li) * h + e;
+          const uint8_t want = FloatToE4M3(static_cast<float>(x.values[packed]) * 50.0f);
+          if (got[heads_major] != want && mismatches++ == 0) first = heads_major;
+        }
+  EXPECT_EQ(mismatches, 0) << "first at heads-major offset " << first;
+  // Dequantised back into the packed (B, L, heads, H) view: e4m3 * descale, rounded once.
+  ASSERT_EQ(fp8::LaunchDequantize(type, q8, true, back, shape, strides, ds, gpu.stream()), cudaSuccess);
+  std::vector<uint8_t> out(static_cast<size_t>(n * 2));
+  ASSERT_TRUE(gpu.CopyToHost(out.data(), back, n * 2).ok());
+  std::vector<uint8_t> want(4);
+  mismatches = 0;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t li = 0; li < l; ++li)
+      for (int64_t hd = 0; hd < heads; ++hd)
+        for (int64_t e = 0; e < h; ++e) {
+          const int64_t packed = ((bi * l + li) * heads + hd) * h + e;
+          const int64_t heads_major = ((bi * heads + hd) * l + li) * h + e;
+          StoreFromDouble(want.data(), dtype, 0, E4M3ToFloat(got[heads_major]) * (1.0f / 50.0f));
+          if (std::memcmp(want.data(), out.data() + 2 * packed, 2) != 0) ++mismatches;
+        }
   EXPECT_EQ(mismatches, 0);
 }
 

@@ -52,22 +52,80 @@ __device__ float BlockMax(float v) {
   return v;
 }
 
-struct Params {
-  Operand ops[3];
-  bool packed[3];  // strides are the packed ones: element offset = packed index
-  int64_t vectors[3];
-  DeviceScalars* s;
+// Element e of the packed (B, L, heads, H) order, as (b, l, head, h).
+struct Index {
+  int64_t b, l, head, h;
 };
+__device__ Index Unpack(const Operand& op, int64_t e) {
+  Index i;
+  i.h = e % op.shape[3];
+  int64_t r = e / op.shape[3];
+  i.head = r % op.shape[2];
+  r /= op.shape[2];
+  i.l = r % op.shape[1];
+  i.b = r / op.shape[1];
+  return i;
+}
 
 __device__ int64_t SourceOffset(const Operand& op, bool packed, int64_t e) {
   if (packed) return e;
-  const int64_t h = e % op.shape[3];
-  int64_t r = e / op.shape[3];
-  const int64_t head = r % op.shape[2];
-  r /= op.shape[2];
-  const int64_t l = r % op.shape[1], b = r / op.shape[1];
-  return b * op.strides[0] + l * op.strides[1] + head * op.strides[2] + h;
+  const Index i = Unpack(op, e);
+  return i.b * op.strides[0] + i.l * op.strides[1] + i.head * op.strides[2] + i.h;
 }
+
+// n / d for 0 <= n < 2^31 as a multiply and a shift (Granlund-Montgomery: l = ceil(log2 d),
+// m = ceil(2^(32 + l) / d) makes floor(n * m / 2^(32 + l)) exact for every 32-bit n), set up on
+// the host: a 64-bit division per element would cost more than the kernels' memory time.
+struct FastDiv {
+  uint32_t d = 1;
+  uint64_t m = uint64_t{1} << 32;
+  uint32_t shift = 32;
+  static FastDiv For(uint32_t d) {
+    FastDiv f;
+    uint32_t l = 0;
+    while ((uint64_t{1} << l) < d) ++l;
+    f.d = d;
+    f.shift = 32 + l;
+    f.m = ((uint64_t{1} << f.shift) + d - 1) / d;
+    return f;
+  }
+  __device__ uint32_t Div(uint32_t n) const { return static_cast<uint32_t>((n * m) >> shift); }
+};
+
+// Where an operand's E4M3 copy puts 8-element vector i of the packed (B, L, heads, H) order:
+// at i, or heads-major at ((b * heads + head) * L + l) * H / 8 + chunk.
+struct Fp8Layout {
+  bool heads_major = false;
+  FastDiv chunks, heads, len;  // H / 8, heads, L
+  static Fp8Layout For(const Operand& op, bool heads_major) {
+    Fp8Layout x;
+    // One head or one position: both orders are the same bytes.
+    x.heads_major = heads_major && op.shape[2] > 1 && op.shape[1] > 1;
+    x.chunks = FastDiv::For(static_cast<uint32_t>(op.shape[3] / kVec));
+    x.heads = FastDiv::For(static_cast<uint32_t>(op.shape[2]));
+    x.len = FastDiv::For(static_cast<uint32_t>(op.shape[1]));
+    return x;
+  }
+  // Byte offset of vector i's 8 E4M3 values (the backend keeps heads-major copies below 2^31
+  // vectors).
+  __device__ int64_t Offset(int64_t i) const {
+    if (!heads_major) return i * kVec;
+    const uint32_t v = static_cast<uint32_t>(i);
+    const uint32_t row = chunks.Div(v), chunk = v - row * chunks.d;
+    const uint32_t position = heads.Div(row), head = row - position * heads.d;
+    const uint32_t b = len.Div(position), l = position - b * len.d;
+    return ((static_cast<int64_t>(b) * heads.d + head) * len.d + l) * chunks.d * kVec +
+           int64_t{chunk} * kVec;
+  }
+};
+
+struct Params {
+  Operand ops[3];
+  bool packed[3];  // strides are the packed ones: element offset = packed index
+  Fp8Layout layout[3];
+  int64_t vectors[3];
+  DeviceScalars* s;
+};
 
 // blockIdx.y picks the operand (Q, K, V); a grid-stride loop over its 8-element vectors.
 template <HalfType T, bool kStore>
@@ -77,24 +135,37 @@ __global__ void __launch_bounds__(kThreads) QuantizeKernel(const Params p) {
   const Operand& op = p.ops[which];
   const float scale = kStore ? p.s->scale[kFp8Q + which].value : 1.0f;
   float amax = 0.0f;
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < p.vectors[which];
-       i += int64_t{gridDim.x} * kThreads) {
-    const int64_t e = i * kVec;
-    const uint4 raw =
-        *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(op.src) + SourceOffset(op, p.packed[which], e));
-    const H2* h2 = reinterpret_cast<const H2*>(&raw);
-    __nv_fp8x2_storage_t packed[kVec / 2];
+  // Two vectors per step, both loads issued before either is used: more bytes in flight.
+  const int64_t stride = int64_t{gridDim.x} * kThreads, n = p.vectors[which];
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += 2 * stride) {
+    uint4 raw[2];
 #pragma unroll
-    for (int j = 0; j < kVec / 2; ++j) {
-      float2 f = Half<T>::ToFloat2(h2[j]);
-      amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
-      if (kStore) {
-        f.x *= scale;
-        f.y *= scale;
-        packed[j] = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
+    for (int u = 0; u < 2; ++u) {
+      if (i + u * stride < n) {
+        raw[u] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(op.src) +
+                                                 SourceOffset(op, p.packed[which], (i + u * stride) * kVec));
       }
     }
-    if (kStore) *reinterpret_cast<uint2*>(op.dst + e) = *reinterpret_cast<const uint2*>(packed);
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (i + u * stride >= n) break;
+      const H2* h2 = reinterpret_cast<const H2*>(&raw[u]);
+      __nv_fp8x2_storage_t packed[kVec / 2];
+#pragma unroll
+      for (int j = 0; j < kVec / 2; ++j) {
+        float2 f = Half<T>::ToFloat2(h2[j]);
+        amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+        if (kStore) {
+          f.x *= scale;
+          f.y *= scale;
+          packed[j] = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
+        }
+      }
+      if (kStore) {
+        *reinterpret_cast<uint2*>(op.dst + p.layout[which].Offset(i + u * stride)) =
+            *reinterpret_cast<const uint2*>(packed);
+      }
+    }
   }
   amax = BlockMax(amax);
   if (threadIdx.x == 0) AtomicMaxNonNegative(&p.s->amax[kFp8Q + which].value, amax);
@@ -102,14 +173,14 @@ __global__ void __launch_bounds__(kThreads) QuantizeKernel(const Params p) {
 
 template <HalfType T>
 __global__ void __launch_bounds__(kThreads)
-    DequantizeKernel(const uint8_t* src, void* out, Operand view, bool packed, int64_t vectors,
-                     const DeviceScalars* s) {
+    DequantizeKernel(const uint8_t* src, Fp8Layout layout, void* out, Operand view, bool packed,
+                     int64_t vectors, const DeviceScalars* s) {
   using H2 = typename Half<T>::type;
   const float descale = s->descale[kFp8O].value;
   for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < vectors;
        i += int64_t{gridDim.x} * kThreads) {
     const int64_t e = i * kVec;
-    const uint2 raw = *reinterpret_cast<const uint2*>(src + e);
+    const uint2 raw = *reinterpret_cast<const uint2*>(src + layout.Offset(i));
     const __nv_fp8x2_storage_t* f8 = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
     H2 h2[kVec / 2];
 #pragma unroll
@@ -197,6 +268,7 @@ cudaError_t LaunchQuantizeKernel(HalfType type, const Operand (&ops)[3], DeviceS
   for (int i = 0; i < 3; ++i) {
     p.ops[i] = ops[i];
     p.packed[i] = IsPacked(ops[i]);
+    p.layout[i] = Fp8Layout::For(ops[i], ops[i].dst_heads_major);
     p.vectors[i] = Elements(ops[i]) / kVec;
     most = p.vectors[i] > most ? p.vectors[i] : most;
   }
@@ -228,9 +300,9 @@ cudaError_t LaunchCurrentScales(DeviceScalars* s, int margin, const float* desca
   return cudaGetLastError();
 }
 
-cudaError_t LaunchDequantize(HalfType type, const uint8_t* src, void* out, const int64_t (&shape)[4],
-                             const int64_t (&strides)[4], const DeviceScalars* s,
-                             cudaStream_t stream) {
+cudaError_t LaunchDequantize(HalfType type, const uint8_t* src, bool src_heads_major, void* out,
+                             const int64_t (&shape)[4], const int64_t (&strides)[4],
+                             const DeviceScalars* s, cudaStream_t stream) {
   Operand view{};
   for (int i = 0; i < 4; ++i) {
     view.shape[i] = shape[i];
@@ -238,10 +310,11 @@ cudaError_t LaunchDequantize(HalfType type, const uint8_t* src, void* out, const
   }
   const int64_t vectors = Elements(view) / kVec;
   const bool packed = IsPacked(view);
+  const Fp8Layout layout = Fp8Layout::For(view, src_heads_major);
   if (type == HalfType::kBFloat16) {
-    DequantizeKernel<HalfType::kBFloat16><<<Blocks(vectors), kThreads, 0, stream>>>(src, out, view, packed, vectors, s);
+    DequantizeKernel<HalfType::kBFloat16><<<Blocks(vectors), kThreads, 0, stream>>>(src, layout, out, view, packed, vectors, s);
   } else {
-    DequantizeKernel<HalfType::kFloat16><<<Blocks(vectors), kThreads, 0, stream>>>(src, out, view, packed, vectors, s);
+    DequantizeKernel<HalfType::kFloat16><<<Blocks(vectors), kThreads, 0, stream>>>(src, layout, out, view, packed, vectors, s);
   }
   return cudaGetLastError();
 }

@@ -13,12 +13,14 @@ namespace attn::fp8 {
 
 enum class HalfType { kBFloat16, kFloat16 };
 
-// A (B, L, heads, H) bf16/fp16 view (element strides, strides[3] == 1) and its packed E4M3 copy.
+// A (B, L, heads, H) bf16/fp16 view (element strides, strides[3] == 1) and its packed E4M3 copy,
+// laid out (B, L, heads, H) or, with dst_heads_major, (B, heads, L, H).
 struct Operand {
   const void* src;
   uint8_t* dst;
   int64_t shape[4];
   int64_t strides[4];
+  bool dst_heads_major;
 };
 
 // amax[kFp8Q + i] = max(amax[...], max |operand i|) for the three operands, one launch. The
@@ -38,10 +40,11 @@ cudaError_t LaunchCurrentScales(fp8_internal::DeviceScalars* s, int margin,
 cudaError_t LaunchQuantize(HalfType type, const Operand (&ops)[3], fp8_internal::DeviceScalars* s,
                            cudaStream_t stream);
 
-// out = e4m3 * descale[kFp8O], from packed E4M3 into a (B, T, N, H) view of `type`.
-cudaError_t LaunchDequantize(HalfType type, const uint8_t* src, void* out, const int64_t (&shape)[4],
-                             const int64_t (&strides)[4], const fp8_internal::DeviceScalars* s,
-                             cudaStream_t stream);
+// out = e4m3 * descale[kFp8O], from packed E4M3 ((B, T, N, H), or (B, N, T, H) with
+// src_heads_major) into a (B, T, N, H) view of `type`.
+cudaError_t LaunchDequantize(HalfType type, const uint8_t* src, bool src_heads_major, void* out,
+                             const int64_t (&shape)[4], const int64_t (&strides)[4],
+                             const fp8_internal::DeviceScalars* s, cudaStream_t stream);
 
 // TE's amax_and_scale_update for the five tensors, after a call: records amax[i] as the newest
 // entry of history i, reduces the history (max, or the newest when most_recent), moves scale to
