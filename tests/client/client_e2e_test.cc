@@ -242,10 +242,13 @@ TEST_F(ClientE2E, InterruptCancelsTheJobOnTheServer) {
     freopen(err.c_str(), "w", stderr);
     const std::string binary = BinaryPath("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY);
     const std::string target = Target();
-    // About 1.5 s per call on 2 cores: 50 repeats would hold the worker for over a minute.
-    execl(binary.c_str(), binary.c_str(), target.c_str(), "bench", "--seq-lens=2048", "--heads=8",
-          "--head-dims=64", "--dtypes=float32", "--backends=cpu", "--warmup=0", "--repeats=50",
-          "--budget=60", "--progress=bar", static_cast<char*>(nullptr));
+    // The cpu backend can stop only between calls, so one call must be short next to the test's
+    // 10 s bound even with another test loading both cores (B=4 took 14 s a call there in CI):
+    // B=1 is 8.6 GFLOP, about 1-2 s a call on 2 cores; 200 repeats hold the worker for minutes.
+    execl(binary.c_str(), binary.c_str(), target.c_str(), "bench", "--batch-sizes=1",
+          "--seq-lens=2048", "--heads=8", "--head-dims=64", "--dtypes=float32", "--backends=cpu",
+          "--warmup=0", "--repeats=200", "--budget=60", "--progress=bar",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   // The bar's first draw comes after the SIGINT handler is in place and as the case is sent; a
