@@ -13,6 +13,8 @@ scripts/deps.sh
 archs=${ATTN_CUDA_ARCHITECTURES:-}
 if [ -z "$archs" ] && command -v nvidia-smi >/dev/null 2>&1; then
   archs=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.') || true
+  # H100/H200: the arch-specific target, which holds the fused backend's wgmma kernel.
+  if [ "$archs" = 90 ]; then archs=90a; fi
 fi
 build=${ATTN_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=OFF \
