@@ -3,10 +3,11 @@
 // fused_kernel.cuh, whose helpers (cp.async, exp2, packing, the lazy rescale) it shares.
 //
 // One block of two warpgroups per (128-row query tile, head, batch); each warpgroup owns 64 rows:
-//  - Q, and K/V tiles of kBlockN keys (double-buffered, cp.async one tile ahead), sit in shared
-//    memory in the 128-byte-swizzled layout that wgmma reads through matrix descriptors: rows of
-//    64 elements (128 bytes), the 16-byte chunks of row r XOR-permuted by r % 8, head dims past
-//    64 in a second region;
+//  - Q, and K/V tiles of kBlockN keys (double-buffered, cp.async one tile ahead: tile j + 1's
+//    copies are issued while the tensor cores compute tile j's S, and awaited while they compute
+//    its P V), sit in shared memory in the 128-byte-swizzled layout that wgmma reads through
+//    matrix descriptors: rows of 64 elements (128 bytes), the 16-byte chunks of row r
+//    XOR-permuted by r % 8, head dims past 64 in a second region;
 //  - S = Q K^T: H/16 wgmma m64nBNk16 with A (Q) and B (K) from shared memory, both K-major;
 //  - the online softmax (fused_kernel.cuh's lazy rescale) runs on S in registers: the wgmma
 //    accumulator layout is mma.sync's per 8-column block, so P packs into wgmma's register-A
@@ -253,13 +254,19 @@ __device__ __forceinline__ void LoadSwizzled(uint32_t tile, const T* gmem, int64
                                              int valid_rows, int tid) {
   constexpr int kPerThread = kRows * Traits::kChunks / Traits::kThreads;
   static_assert(kRows * Traits::kChunks % Traits::kThreads == 0, "whole chunks per thread");
+  // Thread tid copies chunk tid % kChunks of rows tid / kChunks + i * kRowsPerStep.
+  constexpr int kRowsPerStep = Traits::kThreads / Traits::kChunks;
+  static_assert(Traits::kThreads % Traits::kChunks == 0, "a step covers whole rows");
+  const int r0 = tid / Traits::kChunks, c = tid % Traits::kChunks;
+  const T* first = gmem + c * 8;
+  const T* src = first + r0 * stride;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int chunk = tid + i * Traits::kThreads;
-    const int r = chunk / Traits::kChunks, c = chunk % Traits::kChunks;
+    const int r = r0 + i * kRowsPerStep;
     const bool valid = r < valid_rows;
     // A zero-filled chunk still names a valid address (the tile's first row).
-    CpAsync16(tile + SwizzledOffset<kRows>(r, c), gmem + (valid ? r * stride : 0) + c * 8, valid);
+    CpAsync16(tile + SwizzledOffset<kRows>(r, c), valid ? src : first, valid);
+    src += kRowsPerStep * stride;
   }
 }
 
@@ -309,12 +316,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   for (int i = 0; i < kOBlocks * 4; ++i) o[i] = 0.f;
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
+  // Each thread's copies of a tile land and are fenced to the async proxy before the barrier
+  // that publishes them: here for tile 0, at the end of iteration j - 1 for tile j, while the
+  // tensor cores run that iteration's P V.
+  CpAsyncWait<0>();
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   for (int j = 0; j < n_tiles; ++j) {
-    CpAsyncWait<0>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();  // tile j is in for every warpgroup; tile j - 1's buffers are free
-    if (j + 1 < n_tiles) load_kv(j + 1);
-    CpAsyncCommit();
     const uint32_t buffer = (j % 2) * Traits::kKvBytes;
 
     // S = Q K^T for this warpgroup's 64 rows.
@@ -334,6 +342,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       }
     }
     WgmmaCommit();
+    // Tile j + 1's copies go out while the tensor cores compute S (they fill the other buffer).
+    if (j + 1 < n_tiles) load_kv(j + 1);
+    CpAsyncCommit();
     WgmmaWaitAll();
     FenceRegisters(s);
 
@@ -412,10 +423,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       }
     }
     WgmmaCommit();
+    CpAsyncWait<0>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     WgmmaWaitAll();
     FenceRegisters(o);
   }
-  CpAsyncWait<0>();
 
   // out = O / sum, written once; rows past T are dropped.
   T* out = static_cast<T*>(p.out) + batch * p.o_batch_stride + head * p.o_head_stride;
@@ -440,7 +452,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
 
 // The tile per head dim on Hopper (measurements: NOTES.md). H = 128: 64-key tiles and two
 // blocks (16 warps) per SM, 1.07-1.10x faster than 128-key tiles with one block on the H200 (at
-// 128 registers a thread the compiler spills 96 bytes, and still wins: more warps hide the
+// 128 registers a thread the compiler spills 64 bytes, and it still wins: more warps hide the
 // softmax behind the other blocks' wgmma). The ATTN_FUSED_WGMMA_H* macros exist for
 // bench/fused_variants.sh.
 #ifndef ATTN_FUSED_WGMMA_H128_BLOCK_N
