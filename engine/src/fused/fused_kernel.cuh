@@ -140,14 +140,30 @@ template <typename Traits, int kRows, typename T>
 __device__ __forceinline__ void LoadTile(T* smem, const T* gmem, int64_t stride, int valid_rows,
                                          int tid) {
   constexpr int kPerThread = kRows * Traits::kChunks / Traits::kThreads;
+  if constexpr (Traits::kThreads % Traits::kChunks == 0) {
+    // Thread tid copies chunk tid % kChunks of rows tid / kChunks + i * kRowsPerStep, through one
+    // pointer advanced by a constant (fewer registers than an address per chunk: NOTES.md).
+    constexpr int kRowsPerStep = Traits::kThreads / Traits::kChunks;
+    const int r0 = tid / Traits::kChunks, c = tid % Traits::kChunks;
+    const T* first = gmem + c * 8;
+    const T* src = first + r0 * stride;
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int chunk = tid + i * Traits::kThreads;
-    const int r = chunk / Traits::kChunks, c = chunk % Traits::kChunks;
-    const bool valid = r < valid_rows;
-    // A zero-filled chunk still names a valid address (the tile's first row).
-    const T* src = gmem + (valid ? r * stride : 0) + c * 8;
-    CpAsync16(smem + r * Traits::kRowElems + c * 8, src, valid);
+    for (int i = 0; i < kPerThread; ++i) {
+      const int r = r0 + i * kRowsPerStep;
+      const bool valid = r < valid_rows;
+      // A zero-filled chunk still names a valid address (the tile's first row).
+      CpAsync16(smem + r * Traits::kRowElems + c * 8, valid ? src : first, valid);
+      src += kRowsPerStep * stride;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int chunk = tid + i * Traits::kThreads;
+      const int r = chunk / Traits::kChunks, c = chunk % Traits::kChunks;
+      const bool valid = r < valid_rows;
+      const T* src = gmem + (valid ? r * stride : 0) + c * 8;
+      CpAsync16(smem + r * Traits::kRowElems + c * 8, src, valid);
+    }
   }
 }
 
