@@ -142,8 +142,9 @@ __global__ void __launch_bounds__(kThreads) QuantizeKernel(const Params p) {
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       if (i + u * stride < n) {
-        raw[u] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(op.src) +
-                                                 SourceOffset(op, p.packed[which], (i + u * stride) * kVec));
+        raw[u] = *reinterpret_cast<const uint4*>(
+            static_cast<const uint16_t*>(op.src) +
+            SourceOffset(op, p.packed[which], (i + u * stride) * kVec));
       }
     }
 #pragma unroll
@@ -220,7 +221,8 @@ __global__ void RecipeUpdateKernel(DeviceScalars* s, float* history, int len, bo
   float reduced = amax;
   if (!most_recent) {
     for (int i = lane; i < len; i += 32) reduced = fmaxf(reduced, i == position ? amax : h[i]);
-    for (int o = 16; o > 0; o >>= 1) reduced = fmaxf(reduced, __shfl_xor_sync(0xffffffffu, reduced, o));
+    for (int o = 16; o > 0; o >>= 1)
+      reduced = fmaxf(reduced, __shfl_xor_sync(0xffffffffu, reduced, o));
   }
   __syncthreads();  // every warp has read `position` and its history
   if (lane == 0) {
@@ -245,7 +247,9 @@ bool IsPacked(const Operand& op) {
          op.strides[0] == op.shape[1] * op.shape[2] * op.shape[3];
 }
 
-int64_t Elements(const Operand& op) { return op.shape[0] * op.shape[1] * op.shape[2] * op.shape[3]; }
+int64_t Elements(const Operand& op) {
+  return op.shape[0] * op.shape[1] * op.shape[2] * op.shape[3];
+}
 
 // Enough resident blocks to keep the memory system busy (8 x 256 threads per SM), no more.
 unsigned Blocks(int64_t vectors) {
@@ -312,16 +316,19 @@ cudaError_t LaunchDequantize(HalfType type, const uint8_t* src, bool src_heads_m
   const bool packed = IsPacked(view);
   const Fp8Layout layout = Fp8Layout::For(view, src_heads_major);
   if (type == HalfType::kBFloat16) {
-    DequantizeKernel<HalfType::kBFloat16><<<Blocks(vectors), kThreads, 0, stream>>>(src, layout, out, view, packed, vectors, s);
+    DequantizeKernel<HalfType::kBFloat16>
+        <<<Blocks(vectors), kThreads, 0, stream>>>(src, layout, out, view, packed, vectors, s);
   } else {
-    DequantizeKernel<HalfType::kFloat16><<<Blocks(vectors), kThreads, 0, stream>>>(src, layout, out, view, packed, vectors, s);
+    DequantizeKernel<HalfType::kFloat16>
+        <<<Blocks(vectors), kThreads, 0, stream>>>(src, layout, out, view, packed, vectors, s);
   }
   return cudaGetLastError();
 }
 
 cudaError_t LaunchRecipeUpdate(DeviceScalars* s, float* history, int history_len, bool most_recent,
                                int margin, cudaStream_t stream) {
-  RecipeUpdateKernel<<<1, 32 * kNumFp8Tensors, 0, stream>>>(s, history, history_len, most_recent, margin);
+  RecipeUpdateKernel<<<1, 32 * kNumFp8Tensors, 0, stream>>>(s, history, history_len, most_recent,
+                                                            margin);
   return cudaGetLastError();
 }
 

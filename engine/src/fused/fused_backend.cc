@@ -43,8 +43,8 @@ std::atomic<int>& PathOverride() {
 }
 
 FusedPath PathFor(int64_t head_dim, const DeviceInfo& device) {
-  const bool wgmma = FusedWgmmaBuilt(static_cast<int>(head_dim)) && device.cc_major == 9 &&
-                     device.cc_minor == 0;
+  const bool wgmma =
+      FusedWgmmaBuilt(static_cast<int>(head_dim)) && device.cc_major == 9 && device.cc_minor == 0;
   const int forced = PathOverride().load(std::memory_order_relaxed);
   if (forced == static_cast<int>(FusedPath::kMmaSync) || !wgmma) return FusedPath::kMmaSync;
   return FusedPath::kWgmma;

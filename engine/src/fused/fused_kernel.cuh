@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
         }
     }
 
-      // O += P V: P's accumulator layout is the A-fragment layout of the next mma.
+    // O += P V: P's accumulator layout is the A-fragment layout of the next mma.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       uint32_t pa[kMAtoms][4];

@@ -53,9 +53,9 @@ template <int kHeadDim>
 cudaError_t LaunchFusedFloat(const FusedParams& params, cudaStream_t stream);
 
 // The compiled head dims, one fused_hdim<H>.cu each.
-#define ATTN_FUSED_DECLARE(H)                                                                      \
-  extern template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, FusedPath,  \
-                                                 cudaStream_t);                                  \
+#define ATTN_FUSED_DECLARE(H)                                                                  \
+  extern template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, FusedPath, \
+                                                 cudaStream_t);                                \
   extern template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);
 ATTN_FUSED_DECLARE(32)
 ATTN_FUSED_DECLARE(64)

@@ -36,9 +36,9 @@ cudaError_t LaunchFusedFloat(const FusedParams& p, cudaStream_t stream) {
 }  // namespace attn
 
 // One head dim's instantiations: each fused_hdim<H>.cu holds exactly this line.
-#define ATTN_FUSED_INSTANTIATE(H)                                                             \
-  namespace attn {                                                                            \
-  template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, FusedPath,       \
-                                          cudaStream_t);                                      \
-  template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);                 \
+#define ATTN_FUSED_INSTANTIATE(H)                                                       \
+  namespace attn {                                                                      \
+  template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, FusedPath, \
+                                          cudaStream_t);                                \
+  template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);           \
   }
