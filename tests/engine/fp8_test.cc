@@ -417,16 +417,20 @@ TEST_P(Fp8Kernels, HeadsMajorCopiesPermuteAndComeBack) {
   ASSERT_EQ(fp8::LaunchQuantize(type, ops, ds, gpu.stream()), cudaSuccess);
   std::vector<uint8_t> got(static_cast<size_t>(n));
   ASSERT_TRUE(gpu.CopyToHost(got.data(), q8, n).ok());
+  // Calls f(packed offset, heads-major offset) for every element.
+  auto for_each_element = [&](auto f) {
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t li = 0; li < l; ++li)
+        for (int64_t hd = 0; hd < heads; ++hd)
+          for (int64_t e = 0; e < h; ++e) {
+            f(((bi * l + li) * heads + hd) * h + e, ((bi * heads + hd) * l + li) * h + e);
+          }
+  };
   int64_t mismatches = 0, first = -1;
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t li = 0; li < l; ++li)
-      for (int64_t hd = 0; hd < heads; ++hd)
-        for (int64_t e = 0; e < h; ++e) {
-          const int64_t packed = ((bi * l + li) * heads + hd) * h + e;
-          const int64_t heads_major = ((bi * heads + hd) * l + li) * h + e;
-          const uint8_t want = FloatToE4M3(static_cast<float>(x.values[packed]) * 50.0f);
-          if (got[heads_major] != want && mismatches++ == 0) first = heads_major;
-        }
+  for_each_element([&](int64_t packed, int64_t heads_major) {
+    const uint8_t want = FloatToE4M3(static_cast<float>(x.values[packed]) * 50.0f);
+    if (got[heads_major] != want && mismatches++ == 0) first = heads_major;
+  });
   EXPECT_EQ(mismatches, 0) << "first at heads-major offset " << first;
   // Dequantised back into the packed (B, L, heads, H) view: e4m3 * descale, rounded once.
   ASSERT_EQ(fp8::LaunchDequantize(type, q8, true, back, shape, strides, ds, gpu.stream()), cudaSuccess);
@@ -434,15 +438,10 @@ TEST_P(Fp8Kernels, HeadsMajorCopiesPermuteAndComeBack) {
   ASSERT_TRUE(gpu.CopyToHost(out.data(), back, n * 2).ok());
   std::vector<uint8_t> want(4);
   mismatches = 0;
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t li = 0; li < l; ++li)
-      for (int64_t hd = 0; hd < heads; ++hd)
-        for (int64_t e = 0; e < h; ++e) {
-          const int64_t packed = ((bi * l + li) * heads + hd) * h + e;
-          const int64_t heads_major = ((bi * heads + hd) * l + li) * h + e;
-          StoreFromDouble(want.data(), dtype, 0, E4M3ToFloat(got[heads_major]) * (1.0f / 50.0f));
-          if (std::memcmp(want.data(), out.data() + 2 * packed, 2) != 0) ++mismatches;
-        }
+  for_each_element([&](int64_t packed, int64_t heads_major) {
+    StoreFromDouble(want.data(), dtype, 0, E4M3ToFloat(got[heads_major]) * (1.0f / 50.0f));
+    if (std::memcmp(want.data(), out.data() + 2 * packed, 2) != 0) ++mismatches;
+  });
   EXPECT_EQ(mismatches, 0);
 }
 

@@ -134,17 +134,19 @@ struct HalfTraits {
   static_assert(kMinBlocksPerSm * kSmemBytes <= 227 * 1024, "shared memory of the resident blocks");
 };
 
-// Copies `rows` rows of kChunks 16-byte chunks from global (row stride `stride` elements) into
-// padded shared memory; rows >= valid_rows are zero-filled (tails of T and S).
-template <typename Traits, int kRows, typename T>
-__device__ __forceinline__ void LoadTile(T* smem, const T* gmem, int64_t stride, int valid_rows,
-                                         int tid) {
-  constexpr int kPerThread = kRows * Traits::kChunks / Traits::kThreads;
-  if constexpr (Traits::kThreads % Traits::kChunks == 0) {
-    // Thread tid copies chunk tid % kChunks of rows tid / kChunks + i * kRowsPerStep, through one
-    // pointer advanced by a constant (fewer registers than an address per chunk: NOTES.md).
-    constexpr int kRowsPerStep = Traits::kThreads / Traits::kChunks;
-    const int r0 = tid / Traits::kChunks, c = tid % Traits::kChunks;
+// Copies kRows rows of kChunks 16-byte chunks (row stride `stride` elements) with kThreads
+// threads, chunk (r, c) to the shared-memory address dst(r, c); rows >= valid_rows are
+// zero-filled (tails of T and S). Where a step of the threads covers whole rows, each thread
+// copies one chunk column through one pointer advanced by a constant: fewer registers than an
+// address per chunk, which the kernels feel (NOTES.md, calls 3 and 4).
+template <int kThreads, int kChunks, int kRows, typename T, typename Dst>
+__device__ __forceinline__ void CopyRows(const T* gmem, int64_t stride, int valid_rows, int tid,
+                                         Dst dst) {
+  constexpr int kPerThread = kRows * kChunks / kThreads;
+  static_assert(kRows * kChunks % kThreads == 0, "every thread copies the same number of chunks");
+  if constexpr (kThreads % kChunks == 0) {
+    constexpr int kRowsPerStep = kThreads / kChunks;
+    const int r0 = tid / kChunks, c = tid % kChunks;
     const T* first = gmem + c * 8;
     const T* src = first + r0 * stride;
 #pragma unroll
@@ -152,19 +154,29 @@ __device__ __forceinline__ void LoadTile(T* smem, const T* gmem, int64_t stride,
       const int r = r0 + i * kRowsPerStep;
       const bool valid = r < valid_rows;
       // A zero-filled chunk still names a valid address (the tile's first row).
-      CpAsync16(smem + r * Traits::kRowElems + c * 8, valid ? src : first, valid);
+      CpAsync16(dst(r, c), valid ? src : first, valid);
       src += kRowsPerStep * stride;
     }
   } else {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-      const int chunk = tid + i * Traits::kThreads;
-      const int r = chunk / Traits::kChunks, c = chunk % Traits::kChunks;
+      const int chunk = tid + i * kThreads;
+      const int r = chunk / kChunks, c = chunk % kChunks;
       const bool valid = r < valid_rows;
-      const T* src = gmem + (valid ? r * stride : 0) + c * 8;
-      CpAsync16(smem + r * Traits::kRowElems + c * 8, src, valid);
+      CpAsync16(dst(r, c), gmem + (valid ? r * stride : 0) + c * 8, valid);
     }
   }
+}
+
+// Copies kRows rows into padded shared memory at `smem` (rows of Traits::kRowElems).
+template <typename Traits, int kRows, typename T>
+__device__ __forceinline__ void LoadTile(T* smem, const T* gmem, int64_t stride, int valid_rows,
+                                         int tid) {
+  CopyRows<Traits::kThreads, Traits::kChunks, kRows>(
+      gmem, stride, valid_rows, tid, [&](int r, int c) {
+        return static_cast<uint32_t>(
+            __cvta_generic_to_shared(smem + r * Traits::kRowElems + c * 8));
+      });
 }
 
 template <typename Traits, typename T>
@@ -389,17 +401,24 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     }
 }
 
-template <typename Traits, typename T>
-cudaError_t LaunchHalf(const FusedParams& p, cudaStream_t stream) {
-  auto kernel = FusedHalfKernel<Traits, T>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Traits::kSmemBytes);
+// Launches one block of `threads` per (tile of `rows` query rows, head, batch) with `smem_bytes`
+// of dynamic shared memory (past 48 KiB a kernel must ask for it first).
+inline cudaError_t LaunchTiles(void (*kernel)(const FusedParams), int rows, int threads,
+                               int smem_bytes, const FusedParams& p, cudaStream_t stream) {
+  if (cudaError_t e =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
       e != cudaSuccess) {
     return e;
   }
-  const dim3 grid((p.q_len + Traits::kBlockM - 1) / Traits::kBlockM, p.heads, p.batch);
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+  const dim3 grid((p.q_len + rows - 1) / rows, p.heads, p.batch);
+  kernel<<<grid, threads, smem_bytes, stream>>>(p);
   return cudaGetLastError();
+}
+
+template <typename Traits, typename T>
+cudaError_t LaunchHalf(const FusedParams& p, cudaStream_t stream) {
+  return LaunchTiles(FusedHalfKernel<Traits, T>, Traits::kBlockM, Traits::kThreads,
+                     Traits::kSmemBytes, p, stream);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -527,16 +546,8 @@ __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedP
 
 template <int kHeadDim>
 cudaError_t LaunchFloat(const FusedParams& p, cudaStream_t stream) {
-  using Traits = FloatTraits<kHeadDim>;
-  auto kernel = FusedFloatKernel<kHeadDim>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Traits::kSmemBytes);
-      e != cudaSuccess) {
-    return e;
-  }
-  const dim3 grid((p.q_len + kFloatRows - 1) / kFloatRows, p.heads, p.batch);
-  kernel<<<grid, kFloatRows * 32, Traits::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchTiles(FusedFloatKernel<kHeadDim>, kFloatRows, kFloatRows * 32,
+                     FloatTraits<kHeadDim>::kSmemBytes, p, stream);
 }
 
 // The tile choice per head dim (measurements: NOTES.md). 4 warps of 128 threads, two blocks per
