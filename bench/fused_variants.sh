@@ -17,7 +17,7 @@ for spec in "$@"; do
   hdim=${rest%%:*} flags=${rest#*:}
   work=$(mktemp -d)
   obj="engine/CMakeFiles/attn_engine.dir/src/fused/fused_hdim$hdim.cu.o"
-  # The build's own compile command for that object, with the variant's flags and sources.
+  # The build's own compile command for that object, with the variant's flags.
   cmd=$(cd "$root/$build" && ninja -t commands "$obj" | tail -1)
   cmd=${cmd/ -o $obj/ -o $work/fused_hdim$hdim.cu.o}
   cmd=${cmd/ -MD -MT $obj -MF $obj.d/}

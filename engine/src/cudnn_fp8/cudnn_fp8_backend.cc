@@ -18,11 +18,11 @@
 #include <cudnn_frontend.h>
 
 #include <algorithm>
-#include <vector>
 #include <chrono>
 #include <list>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "attn/fp8.h"

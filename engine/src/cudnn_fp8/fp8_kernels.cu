@@ -52,25 +52,14 @@ __device__ float BlockMax(float v) {
   return v;
 }
 
-// Element e of the packed (B, L, heads, H) order, as (b, l, head, h).
-struct Index {
-  int64_t b, l, head, h;
-};
-__device__ Index Unpack(const Operand& op, int64_t e) {
-  Index i;
-  i.h = e % op.shape[3];
-  int64_t r = e / op.shape[3];
-  i.head = r % op.shape[2];
-  r /= op.shape[2];
-  i.l = r % op.shape[1];
-  i.b = r / op.shape[1];
-  return i;
-}
-
 __device__ int64_t SourceOffset(const Operand& op, bool packed, int64_t e) {
   if (packed) return e;
-  const Index i = Unpack(op, e);
-  return i.b * op.strides[0] + i.l * op.strides[1] + i.head * op.strides[2] + i.h;
+  const int64_t h = e % op.shape[3];
+  int64_t r = e / op.shape[3];
+  const int64_t head = r % op.shape[2];
+  r /= op.shape[2];
+  const int64_t l = r % op.shape[1], b = r / op.shape[1];
+  return b * op.strides[0] + l * op.strides[1] + head * op.strides[2] + h;
 }
 
 // n / d for 0 <= n < 2^31 as a multiply and a shift (Granlund-Montgomery: l = ceil(log2 d),

@@ -134,6 +134,22 @@ struct HalfTraits {
   static_assert(kMinBlocksPerSm * kSmemBytes <= 227 * 1024, "shared memory of the resident blocks");
 };
 
+// A (batch, head)'s slices of Q, K and V at row 0: query head `head`, and the K/V head it reads
+// (GQA/MQA: head / group), without copies.
+template <typename T>
+struct HeadSlices {
+  const T* q;
+  const T* k;
+  const T* v;
+};
+template <typename T>
+__device__ __forceinline__ HeadSlices<T> SliceHead(const FusedParams& p, int batch, int head) {
+  const int kv_head = head / p.group;
+  return {static_cast<const T*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride,
+          static_cast<const T*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride,
+          static_cast<const T*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride};
+}
+
 // Copies kRows rows of kChunks 16-byte chunks (row stride `stride` elements) with kThreads
 // threads, chunk (r, c) to the shared-memory address dst(r, c); rows >= valid_rows are
 // zero-filled (tails of T and S). Where a step of the threads covers whole rows, each thread
@@ -194,14 +210,14 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
 
   // Longest query tiles (causal: the most key tiles) first, so the last wave is short ones.
   const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / p.group;
+  const int head = blockIdx.y, batch = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int q0 = m_block * kBlockM;
 
-  const T* q = static_cast<const T*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride +
-               q0 * p.q_row_stride;
-  const T* k = static_cast<const T*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+  const HeadSlices<T> in = SliceHead<T>(p, batch, head);
+  const T* q = in.q + q0 * p.q_row_stride;
+  const T* k = in.k;
+  const T* v = in.v;
 
   const int kv_end = p.causal ? min(p.kv_len, q0 + kBlockM) : p.kv_len;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
@@ -459,16 +475,12 @@ __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedP
   float* const s_v = s_k + kFloatKeys * Traits::kKStride;  // [keys][kHeadDim]
   float* const s_q = s_v + kFloatKeys * kHeadDim;          // [rows][kHeadDim]
 
-  const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / p.group;
+  const int head = blockIdx.y, batch = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int q0 = blockIdx.x * kFloatRows;
   const int t = q0 + warp;
-  const float* q =
-      static_cast<const float*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride;
-  const float* k =
-      static_cast<const float*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
-  const float* v =
-      static_cast<const float*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+  const HeadSlices<float> in = SliceHead<float>(p, batch, head);
+  const float *q = in.q, *k = in.k, *v = in.v;
 
   for (int i = tid; i < kFloatRows * kHeadDim; i += kFloatRows * 32) {
     const int r = i / kHeadDim, d = i % kHeadDim;

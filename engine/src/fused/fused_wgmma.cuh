@@ -144,7 +144,6 @@ struct WgmmaTraits {
   static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
   static constexpr int kThreads = 256;
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-  static constexpr int kRegions = kHeadDim / 64;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKvBytes = kBlockN * kHeadDim * 2;
   // + 1 KiB: the base is rounded up to the swizzle atom's 1024-byte alignment.
@@ -186,17 +185,17 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const uint32_t s_v = s_k + 2 * Traits::kKvBytes;
 
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) tiles first
-  const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / p.group;
+  const int head = blockIdx.y, batch = blockIdx.z;
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int q0 = m_block * kBlockM;
   // This thread's two rows of the tile (the accumulator layout): r0 and r0 + 8.
   const int r0 = wg * 64 + warp * 16 + lane / 4;
   const int col = 2 * (lane % 4);
 
-  const T* q = static_cast<const T*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride +
-               q0 * p.q_row_stride;
-  const T* k = static_cast<const T*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+  const HeadSlices<T> in = SliceHead<T>(p, batch, head);
+  const T* q = in.q + q0 * p.q_row_stride;
+  const T* k = in.k;
+  const T* v = in.v;
 
   const int kv_end = p.causal ? min(p.kv_len, q0 + kBlockM) : p.kv_len;
   const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
