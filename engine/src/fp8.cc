@@ -132,8 +132,8 @@ absl::Status RunAttentionE4M3(const AttentionProblem&, const Fp8AttentionTensors
   return absl::FailedPreconditionError("cudnn_fp8: not built into this engine (needs cuDNN)");
 }
 
-absl::StatusOr<double> TimeFp8Quantize(const AttentionProblem&, const void*, const void*,
-                                       const void*, DeviceContext&, int) {
+absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem&, const void*, const void*,
+                                          const void*, DeviceContext&, int) {
   return absl::UnimplementedError("cudnn_fp8: not built into this engine (needs cuDNN)");
 }
 #endif

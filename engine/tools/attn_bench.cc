@@ -38,6 +38,9 @@ ABSL_FLAG(bool, causal, false, "top-left causal mask");
 ABSL_FLAG(int, warmup, 10, "untimed calls before timing");
 ABSL_FLAG(int, repeats, 50, "timed calls; the median is reported");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the normal(0, 1) inputs");
+ABSL_FLAG(bool, zero_inputs, false,
+          "all-zero Q, K, V instead (what a fresh cudaMalloc holds): shows how far a time depends "
+          "on the data through the GPU's power draw; not for reported figures");
 ABSL_FLAG(int64_t, arena_mib, 8192, "device arena size in MiB");
 ABSL_FLAG(std::string, suite, "", "run a named suite (codelab, large) through the engine's runner instead");
 ABSL_FLAG(std::string, sections, "", "with --suite: comma list of the suite's sections to run (default: all)");
@@ -296,6 +299,14 @@ int main(int argc, char** argv) {
     if (auto s = attn::FillInputs(context, p, tensors, absl::GetFlag(FLAGS_seed)); !s.ok()) {
       return Fail(s);
     }
+    if (absl::GetFlag(FLAGS_zero_inputs)) {
+      for (const attn::TensorView* view : {&tensors.q, &tensors.k, &tensors.v}) {
+        const std::vector<char> zeros(view->capacity_bytes, 0);
+        if (auto s = context.CopyToDevice(view->data, zeros.data(), view->capacity_bytes); !s.ok()) {
+          return Fail(s);
+        }
+      }
+    }
     for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_backend), ',')) {
       auto backend = registry.Resolve(name, p, context.info());
       if (!backend.ok()) {
@@ -330,12 +341,18 @@ int main(int argc, char** argv) {
       if (fp8) {
         auto state = fp8_state.Read(context);
         if (!state.ok()) return Fail(state.status());
-        auto quantize = attn::TimeFp8Quantize(p, tensors.q.data, tensors.k.data, tensors.v.data,
-                                              context, absl::GetFlag(FLAGS_repeats));
-        if (!quantize.ok()) return Fail(quantize.status());
-        std::printf("%-7s fp8 %s, %lld calls recorded; quantise step alone %.4f ms (in the median)\n"
+        auto steps = attn::TimeFp8Steps(p, tensors.q.data, tensors.k.data, tensors.v.data, context,
+                                        absl::GetFlag(FLAGS_repeats));
+        if (!steps.ok()) return Fail(steps.status());
+        std::printf("%-7s fp8 %s, %lld calls recorded\n"
+                    "%-7s   steps alone, ms: quantise %.4f, sdpa_fp8 %.4f (plan %s), dequantise "
+                    "%.4f, recipe update %.4f (sum %.4f)\n"
                     "%-7s   scales used: %s\n%-7s   amaxes seen: %s\n",
-                    "", recipe->ToString().c_str(), static_cast<long long>(state->updates), *quantize,
+                    "", recipe->ToString().c_str(), static_cast<long long>(state->updates), "",
+                    steps->quantize_ms, steps->attention_ms, steps->plan.c_str(), steps->dequantize_ms,
+                    steps->update_ms,
+                    steps->quantize_ms + steps->attention_ms + steps->dequantize_ms +
+                        steps->update_ms,
                     "", Fp8List(state->used_scale).c_str(), "", Fp8List(state->seen_amax).c_str());
       }
     }

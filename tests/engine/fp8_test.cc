@@ -11,6 +11,7 @@
 #include "attn/bench.h"
 #include "attn/fp8.h"
 #include "attn/registry.h"
+#include "attn/timing.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
 #if ATTN_HAVE_CUDNN
@@ -225,6 +226,13 @@ TEST(CudnnFp8Support, RunnerReportsNoFp8FieldsForOtherBackends) {
   EXPECT_EQ(r.fp8_state.updates, 0);
   EXPECT_EQ(r.fp8_quantize_ms, -1);
   EXPECT_EQ(r.fp8_vs_cudnn_max_diff, -1);
+}
+
+TEST(CudnnFp8Support, StepTimingNeedsACudaDevice) {
+  const auto p = AttentionProblem::SelfAttention(1, 64, 1, 64, DType::kBFloat16);
+  auto steps = TimeFp8Steps(p, nullptr, nullptr, nullptr, SharedCpuContext(), 1);
+  ASSERT_FALSE(steps.ok());
+  EXPECT_NE(steps.status().message().find("cudnn_fp8"), std::string::npos) << steps.status();
 }
 
 // --- The same roundings on the host: the "same-precision naive path" of FP8.
@@ -464,6 +472,10 @@ TEST(Fp8RecipeKernel, UpdateMatchesTheHostReference) {
     ASSERT_TRUE(block.ok());
     ASSERT_EQ(cudaMemset(block->data(), 0, block->size()), cudaSuccess);
     auto* ds = static_cast<fp8_internal::DeviceScalars*>(block->data());
+    // A call in two chunks: the second chunk's amaxes of S and O, folded in by max.
+    auto chunk_block = gpu.arena().Allocate(2 * sizeof(fp8_internal::Scalar));
+    ASSERT_TRUE(chunk_block.ok());
+    auto* chunk = static_cast<fp8_internal::Scalar*>(chunk_block->data());
     fp8_internal::DeviceScalars s{};
     for (int t = 0; t < kNumFp8Tensors; ++t) s.scale[t].value = 1.0f;  // TE's start
     const Fp8Values amaxes[] = {{1, 2, 3, 0.5, 4}, {8, 1, 1, 1, 0}, {0.5, 0.5, 0.5, 0.5, 0.5},
@@ -475,18 +487,23 @@ TEST(Fp8RecipeKernel, UpdateMatchesTheHostReference) {
       if (host.updates() == 0) now = s;
       for (int t = 0; t < kNumFp8Tensors; ++t) now.amax[t].value = a[t];
       ASSERT_TRUE(gpu.CopyToDevice(ds, &now, sizeof(now)).ok());
+      fp8_internal::Scalar second[2] = {{2 * a[kFp8S], {}}, {0.5f * a[kFp8O], {}}};
+      ASSERT_TRUE(gpu.CopyToDevice(chunk, second, sizeof(second)).ok());
       const Fp8Values before = host.scale();
       ASSERT_EQ(fp8::LaunchRecipeUpdate(ds, reinterpret_cast<float*>(ds + 1), r.amax_history_len,
-                                        algo == AmaxComputeAlgo::kMostRecent, r.margin, gpu.stream()),
+                                        algo == AmaxComputeAlgo::kMostRecent, r.margin, chunk, 1,
+                                        gpu.stream()),
                 cudaSuccess);
-      host.Update(a);
+      Fp8Values whole = a;  // what the call saw over both chunks
+      whole[kFp8S] = std::max(a[kFp8S], 2 * a[kFp8S]);
+      host.Update(whole);
       fp8_internal::DeviceScalars got{};
       ASSERT_TRUE(gpu.CopyToHost(&got, ds, sizeof(got)).ok());
       for (int t = 0; t < kNumFp8Tensors; ++t) {
         EXPECT_EQ(got.scale[t].value, host.scale()[t]) << host.updates() << " " << t;
         EXPECT_EQ(got.descale[t].value, 1.0f / host.scale()[t]);
         EXPECT_EQ(got.used_scale[t].value, before[t]);
-        EXPECT_EQ(got.seen_amax[t].value, a[t]);
+        EXPECT_EQ(got.seen_amax[t].value, whole[t]);
         EXPECT_EQ(got.amax[t].value, 0.0f);  // ready for the next call
       }
       EXPECT_EQ(got.updates, host.updates());
@@ -719,6 +736,91 @@ TEST(CudnnFp8Backend, TakesE4M3InputsWithTheirDescales) {
   for (int64_t i = 0; i < qn; ++i) out[i] = E4M3ToFloat(out8[i]) * static_cast<double>(descale_o);
   const Comparison c = Compare(out, Reference(in), kFp8E4M3Tolerance);
   EXPECT_TRUE(c.within) << c.ToString();
+}
+
+// A call run in batch chunks (quantise and dequantise beside sdpa_fp8 on a second stream) gives
+// the whole call's bits and recipe state, eagerly and replayed from a CUDA graph.
+TEST(CudnnFp8Backend, ChunkedCallsMatchTheWholeCall) {
+  ATTN_REQUIRE_FP8_GPU();
+  DeviceContext& gpu = *SharedGpuContext();
+  const auto p = AttentionProblem::SelfAttention(4, 384, 4, 64, DType::kBFloat16, true, 2);
+  const Inputs in = RandomInputs(p, 71);
+  struct Run {
+    absl::StatusOr<std::vector<double>> out;
+    Fp8Snapshot state;
+  };
+  auto run = [&](const char* chunks) {
+    setenv("ATTN_FP8_CHUNKS", chunks, 1);
+    Fp8RecipeState recipe{DelayedScaling{}};
+    RunOptions options;
+    options.fp8_recipe = &recipe;
+    Run r{RunFp8(in, options, 3), {}};
+    auto state = recipe.Read(gpu);
+    if (state.ok()) r.state = *state;
+    unsetenv("ATTN_FP8_CHUNKS");
+    return r;
+  };
+  const Run whole = run("1");
+  ASSERT_TRUE(whole.out.ok()) << whole.out.status();
+  for (const char* chunks : {"2", "4"}) {
+    const Run chunked = run(chunks);
+    ASSERT_TRUE(chunked.out.ok()) << chunked.out.status();
+    EXPECT_EQ(*chunked.out, *whole.out) << chunks << " chunks";
+    for (int i = 0; i < kNumFp8Tensors; ++i) {
+      EXPECT_EQ(chunked.state.seen_amax[i], whole.state.seen_amax[i]) << Fp8TensorName(i);
+      EXPECT_EQ(chunked.state.next_scale[i], whole.state.next_scale[i]) << Fp8TensorName(i);
+    }
+    EXPECT_EQ(chunked.state.updates, 3);
+  }
+
+  // Captured: the side stream forks from and joins the captured one.
+  setenv("ATTN_FP8_CHUNKS", "2", 1);
+  auto buffers = AllocatePacked(p, gpu);
+  ASSERT_TRUE(buffers.ok());
+  const AttentionTensors& t = buffers->tensors;
+  for (auto [view, src] : {std::pair{&t.q, &in.q}, {&t.k, &in.k}, {&t.v, &in.v}}) {
+    ASSERT_TRUE(gpu.CopyToDevice(view->data, src->bytes.data(), src->bytes.size()).ok());
+  }
+  Fp8RecipeState recipe{DelayedScaling{}};
+  RunOptions options;
+  options.fp8_recipe = &recipe;
+  ASSERT_TRUE(RunAttention(*Fp8(), p, t, gpu, options).ok());  // the first call runs eagerly
+  // One upload launch and one timed replay: three calls in all, as above.
+  auto replays = TimeGraphReplays(gpu, [&] { return RunAttention(*Fp8(), p, t, gpu, options); }, 1, 1);
+  unsetenv("ATTN_FP8_CHUNKS");
+  ASSERT_TRUE(replays.ok()) << replays.status();
+  std::vector<uint8_t> out(in.q.bytes.size());
+  ASSERT_TRUE(gpu.CopyToHost(out.data(), t.out.data, out.size()).ok());
+  EXPECT_EQ(Decode(out, p.dtype), *whole.out) << "three calls with the same delayed scales";
+}
+
+// The step breakdown attn-bench prints: every step takes time, and together they account for a
+// whole call (which adds only the gaps between its launches).
+TEST(CudnnFp8Backend, StepTimesAccountForTheCall) {
+  ATTN_REQUIRE_FP8_GPU();
+  DeviceContext& gpu = *SharedGpuContext();
+  const auto p = AttentionProblem::SelfAttention(2, 2048, 8, 128, DType::kBFloat16, true);
+  auto buffers = AllocatePacked(p, gpu);
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  const AttentionTensors& t = buffers->tensors;
+  ASSERT_TRUE(FillInputs(gpu, p, t, 5).ok());
+  Fp8RecipeState recipe{DelayedScaling{}};
+  RunOptions options;
+  options.fp8_recipe = &recipe;
+  auto call = TimeOnDevice(gpu, [&] { return RunAttention(*Fp8(), p, t, gpu, options); }, 3, 21);
+  ASSERT_TRUE(call.ok()) << call.status();
+  std::sort(call->begin(), call->end());
+  const double call_ms = (*call)[call->size() / 2];
+  auto steps = TimeFp8Steps(p, t.q.data, t.k.data, t.v.data, gpu, 21);
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  for (double ms : {steps->quantize_ms, steps->attention_ms, steps->dequantize_ms, steps->update_ms}) {
+    EXPECT_GT(ms, 0);
+  }
+  EXPECT_GT(steps->attention_ms, steps->quantize_ms);
+  const double sum =
+      steps->quantize_ms + steps->attention_ms + steps->dequantize_ms + steps->update_ms;
+  EXPECT_GT(sum, 0.7 * call_ms) << "steps " << sum << " ms vs the call's " << call_ms << " ms";
+  EXPECT_LT(sum, 1.3 * call_ms) << "steps " << sum << " ms vs the call's " << call_ms << " ms";
 }
 
 TEST(CudnnFp8Backend, RunnerHoldsTheRecipePerCaseAndReportsIt) {

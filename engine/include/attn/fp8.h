@@ -163,11 +163,21 @@ struct Fp8AttentionTensors {
 absl::Status RunAttentionE4M3(const AttentionProblem& problem, const Fp8AttentionTensors& tensors,
                               DeviceContext& context);
 
-// Median device time in ms of the cudnn_fp8 backend's quantise step alone (Q, K and V to E4M3
-// with amax, the fused kernel every call starts with) on `problem`'s packed inputs at `q`, `k`,
-// `v`, over `repeats` event-timed launches. Unimplemented without cuDNN in the build.
-absl::StatusOr<double> TimeFp8Quantize(const AttentionProblem& problem, const void* q,
-                                       const void* k, const void* v, DeviceContext& context,
-                                       int repeats);
+// Median device times in ms of the cudnn_fp8 backend's steps, each launched alone `repeats`
+// times back to back and event-timed, on `problem`'s packed inputs at `q`, `k`, `v` with scales
+// from their amaxes: the quantise kernel (Q, K, V to E4M3 with their amaxes, the first step of
+// every call), cuDNN's sdpa_fp8 (the heuristic's plan), the dequantise of O into the caller's
+// dtype and the DelayedScaling update (default history length). A whole call takes their sum
+// plus the gaps between launches. Unimplemented without cuDNN in the build.
+struct Fp8StepTimes {
+  double quantize_ms = 0;
+  double attention_ms = 0;
+  double dequantize_ms = 0;
+  double update_ms = 0;
+  std::string plan;  // cuDNN's name of the sdpa_fp8 plan timed, e.g. "eng2_k24=32"
+};
+absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& problem, const void* q,
+                                          const void* k, const void* v, DeviceContext& context,
+                                          int repeats);
 
 }  // namespace attn

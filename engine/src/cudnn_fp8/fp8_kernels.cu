@@ -202,11 +202,17 @@ __global__ void CurrentScalesKernel(DeviceScalars* s, int margin, const float* d
 
 // One warp per tensor.
 __global__ void RecipeUpdateKernel(DeviceScalars* s, float* history, int len, bool most_recent,
-                                   int margin) {
+                                   int margin, const fp8_internal::Scalar* chunk_amax,
+                                   int extra_chunks) {
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int position = s->position;
   float* h = history + static_cast<int64_t>(w) * len;
-  const float amax = s->amax[w].value;
+  float amax = s->amax[w].value;
+  if (w == kFp8S || w == kFp8O) {
+    for (int c = 0; c < extra_chunks; ++c) {
+      amax = fmaxf(amax, chunk_amax[2 * c + (w == kFp8O)].value);
+    }
+  }
   float reduced = amax;
   if (!most_recent) {
     for (int i = lane; i < len; i += 32) reduced = fmaxf(reduced, i == position ? amax : h[i]);
@@ -315,9 +321,10 @@ cudaError_t LaunchDequantize(HalfType type, const uint8_t* src, bool src_heads_m
 }
 
 cudaError_t LaunchRecipeUpdate(DeviceScalars* s, float* history, int history_len, bool most_recent,
-                               int margin, cudaStream_t stream) {
+                               int margin, const fp8_internal::Scalar* chunk_amax, int extra_chunks,
+                               cudaStream_t stream) {
   RecipeUpdateKernel<<<1, 32 * kNumFp8Tensors, 0, stream>>>(s, history, history_len, most_recent,
-                                                            margin);
+                                                            margin, chunk_amax, extra_chunks);
   return cudaGetLastError();
 }
 

@@ -49,8 +49,10 @@ cudaError_t LaunchDequantize(HalfType type, const uint8_t* src, bool src_heads_m
 // TE's amax_and_scale_update for the five tensors, after a call: records amax[i] as the newest
 // entry of history i, reduces the history (max, or the newest when most_recent), moves scale to
 // used_scale and amax to seen_amax, sets scale = ComputeScale(reduced, scale, 448, margin) and
-// descale = 1 / scale, and zeroes amax for the next call.
+// descale = 1 / scale, and zeroes amax for the next call. A call run in chunks passes the other
+// chunks' amaxes of S and O, `extra_chunks` pairs (S, O) at `chunk_amax`, folded in by max first.
 cudaError_t LaunchRecipeUpdate(fp8_internal::DeviceScalars* s, float* history, int history_len,
-                               bool most_recent, int margin, cudaStream_t stream);
+                               bool most_recent, int margin, const fp8_internal::Scalar* chunk_amax,
+                               int extra_chunks, cudaStream_t stream);
 
 }  // namespace attn::fp8
