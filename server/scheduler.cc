@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include "absl/strings/str_format.h"
+#include "server/log.h"
 
 namespace attn::server {
 
@@ -61,6 +62,11 @@ int64_t DeviceWorkers::arena_in_use() const {
 }
 
 void DeviceWorkers::WorkerLoop(DeviceContext& context) {
+  // A new thread's current device is GPU 0; this worker's handles and launches belong to its own.
+  if (absl::Status s = context.MakeCurrent(); !s.ok()) {
+    Log(spdlog::level::err, "worker cannot select its GPU; its tasks will fail",
+        {{"device", context.info().ToString()}, {"error", std::string(s.message())}});
+  }
   for (;;) {
     Task task;
     {

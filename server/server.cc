@@ -32,6 +32,11 @@ std::string Hostname() {
 // Runs each built-in backend once on a tiny problem so library handles, kernels and plans for
 // the common dtypes exist before the first request.
 void WarmUp(DeviceContext& context) {
+  if (absl::Status s = context.MakeCurrent(); !s.ok()) {
+    Log(spdlog::level::warn, "warm-up skipped",
+        {{"device", context.info().ToString()}, {"error", std::string(s.message())}});
+    return;
+  }
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     const auto p = AttentionProblem::SelfAttention(1, 16, 1, 64, dtype);
     for (const auto& v : BackendRegistry::Default().Verdicts(p, context.info())) {

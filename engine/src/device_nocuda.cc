@@ -29,6 +29,8 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCuda(
 
 DeviceContext::~DeviceContext() = default;
 
+absl::Status DeviceContext::MakeCurrent() { return absl::OkStatus(); }
+
 absl::Status DeviceContext::Synchronize() { return absl::OkStatus(); }
 
 absl::Status DeviceContext::CopyToDevice(void* dst, const void* src, int64_t bytes) {

@@ -101,6 +101,12 @@ DeviceContext* SharedGpuContext() {
 absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend) {
   DeviceContext* gpu = SharedGpuContext();
   if (gpu == nullptr) return absl::FailedPreconditionError("no CUDA device");
+  return RunOnGpu(in, backend, *gpu);
+}
+
+absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend,
+                                             DeviceContext& context) {
+  DeviceContext* gpu = &context;
   const AttentionProblem& p = in.problem;
   auto b = Lookup(backend, p, gpu->info());
   if (!b.ok()) return b.status();

@@ -45,8 +45,10 @@ std::vector<double> Reference(const Inputs& in);
 absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend = "cpu");
 
 // Uploads the inputs, fills the output with NaN bit patterns (so unwritten elements fail any
-// comparison), runs `backend` on the shared GPU context and returns the decoded output.
+// comparison), runs `backend` on the shared GPU context (or `gpu`) and returns the decoded output.
 absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend);
+absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend,
+                                             DeviceContext& gpu);
 
 // A CPU context shared by all tests (1 GiB host arena).
 DeviceContext& SharedCpuContext();

@@ -105,6 +105,12 @@ class DeviceContext {
   absl::StatusOr<BackendState*> GetBackendState(
       const void* owner, const std::function<absl::StatusOr<std::unique_ptr<BackendState>>()>& make);
 
+  // Makes this context's GPU the calling thread's current CUDA device (nothing on the CPU). The
+  // handles a backend makes on first use (cuDNN's, its streams) and every kernel launch follow
+  // the current device, which a new thread starts at 0: a thread other than the creating one
+  // calls this before its first call on the context.
+  absl::Status MakeCurrent();
+
   // Waits for all work queued on the stream; reports a device error if one occurred.
   absl::Status Synchronize();
 

@@ -98,6 +98,12 @@ DeviceContext::~DeviceContext() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
+absl::Status DeviceContext::MakeCurrent() {
+  if (info_.kind != DeviceKind::kCuda) return absl::OkStatus();
+  ATTN_CUDA_RETURN_IF_ERROR(cudaSetDevice(info_.ordinal));
+  return absl::OkStatus();
+}
+
 absl::Status DeviceContext::Synchronize() {
   if (stream_ == nullptr) return absl::OkStatus();
   ATTN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
