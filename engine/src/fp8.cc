@@ -133,7 +133,7 @@ absl::Status RunAttentionE4M3(const AttentionProblem&, const Fp8AttentionTensors
 }
 
 absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem&, const void*, const void*,
-                                          const void*, DeviceContext&, int) {
+                                          const void*, DeviceContext&, int, bool) {
   return absl::UnimplementedError("cudnn_fp8: not built into this engine (needs cuDNN)");
 }
 #endif

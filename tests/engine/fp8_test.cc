@@ -15,6 +15,7 @@
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
 #if ATTN_HAVE_CUDNN
+#include "backends.h"
 #include "cudnn_fp8/fp8_kernels.h"
 #endif
 
@@ -749,20 +750,20 @@ TEST(CudnnFp8Backend, ChunkedCallsMatchTheWholeCall) {
     absl::StatusOr<std::vector<double>> out;
     Fp8Snapshot state;
   };
-  auto run = [&](const char* chunks) {
-    setenv("ATTN_FP8_CHUNKS", chunks, 1);
+  auto run = [&](int chunks) {
+    SetFp8ChunksOverride(chunks);
     Fp8RecipeState recipe{DelayedScaling{}};
     RunOptions options;
     options.fp8_recipe = &recipe;
     Run r{RunFp8(in, options, 3), {}};
     auto state = recipe.Read(gpu);
     if (state.ok()) r.state = *state;
-    unsetenv("ATTN_FP8_CHUNKS");
+    SetFp8ChunksOverride(0);
     return r;
   };
-  const Run whole = run("1");
+  const Run whole = run(1);
   ASSERT_TRUE(whole.out.ok()) << whole.out.status();
-  for (const char* chunks : {"2", "4"}) {
+  for (int chunks : {2, 4}) {
     const Run chunked = run(chunks);
     ASSERT_TRUE(chunked.out.ok()) << chunked.out.status();
     EXPECT_EQ(*chunked.out, *whole.out) << chunks << " chunks";
@@ -774,7 +775,7 @@ TEST(CudnnFp8Backend, ChunkedCallsMatchTheWholeCall) {
   }
 
   // Captured: the side stream forks from and joins the captured one.
-  setenv("ATTN_FP8_CHUNKS", "2", 1);
+  SetFp8ChunksOverride(2);
   auto buffers = AllocatePacked(p, gpu);
   ASSERT_TRUE(buffers.ok());
   const AttentionTensors& t = buffers->tensors;
@@ -787,7 +788,7 @@ TEST(CudnnFp8Backend, ChunkedCallsMatchTheWholeCall) {
   ASSERT_TRUE(RunAttention(*Fp8(), p, t, gpu, options).ok());  // the first call runs eagerly
   // One upload launch and one timed replay: three calls in all, as above.
   auto replays = TimeGraphReplays(gpu, [&] { return RunAttention(*Fp8(), p, t, gpu, options); }, 1, 1);
-  unsetenv("ATTN_FP8_CHUNKS");
+  SetFp8ChunksOverride(0);
   ASSERT_TRUE(replays.ok()) << replays.status();
   std::vector<uint8_t> out(in.q.bytes.size());
   ASSERT_TRUE(gpu.CopyToHost(out.data(), t.out.data, out.size()).ok());

@@ -105,31 +105,30 @@ absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string
 }
 
 absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend,
-                                             DeviceContext& context) {
-  DeviceContext* gpu = &context;
+                                             DeviceContext& gpu) {
   const AttentionProblem& p = in.problem;
-  auto b = Lookup(backend, p, gpu->info());
+  auto b = Lookup(backend, p, gpu.info());
   if (!b.ok()) return b.status();
-  auto q = gpu->arena().Allocate(static_cast<int64_t>(in.q.bytes.size()));
-  auto k = gpu->arena().Allocate(static_cast<int64_t>(in.k.bytes.size()));
-  auto v = gpu->arena().Allocate(static_cast<int64_t>(in.v.bytes.size()));
-  auto out = gpu->arena().Allocate(static_cast<int64_t>(in.q.bytes.size()));
+  auto q = gpu.arena().Allocate(static_cast<int64_t>(in.q.bytes.size()));
+  auto k = gpu.arena().Allocate(static_cast<int64_t>(in.k.bytes.size()));
+  auto v = gpu.arena().Allocate(static_cast<int64_t>(in.v.bytes.size()));
+  auto out = gpu.arena().Allocate(static_cast<int64_t>(in.q.bytes.size()));
   for (auto* block : {&q, &k, &v, &out}) {
     if (!block->ok()) return block->status();
   }
   std::vector<uint8_t> result(in.q.bytes.size(), 0xff);  // all-ones: NaN in every dtype
   for (auto [block, src] : {std::pair{&q, in.q.bytes.data()}, {&k, in.k.bytes.data()},
                             {&v, in.v.bytes.data()}, {&out, result.data()}}) {
-    if (auto s = gpu->CopyToDevice((*block)->data(), src, (*block)->size()); !s.ok()) return s;
+    if (auto s = gpu.CopyToDevice((*block)->data(), src, (*block)->size()); !s.ok()) return s;
   }
   if (auto s = RunAttention(**b, p,
                             PackedTensors(p, MemoryKind::kDevice, q->data(), k->data(),
                                   v->data(), out->data()),
-                            *gpu);
+                            gpu);
       !s.ok()) {
     return s;
   }
-  if (auto s = gpu->CopyToHost(result.data(), out->data(), out->size()); !s.ok()) return s;
+  if (auto s = gpu.CopyToHost(result.data(), out->data(), out->size()); !s.ok()) return s;
   return Decode(result, p.dtype);
 }
 

@@ -168,7 +168,8 @@ absl::Status RunAttentionE4M3(const AttentionProblem& problem, const Fp8Attentio
 // from their amaxes: the quantise kernel (Q, K, V to E4M3 with their amaxes, the first step of
 // every call), cuDNN's sdpa_fp8 (the heuristic's plan), the dequantise of O into the caller's
 // dtype and the DelayedScaling update (default history length). A whole call takes their sum
-// plus the gaps between launches. Unimplemented without cuDNN in the build.
+// plus the gaps between launches. With quantize_only the other steps are not timed (left 0).
+// Unimplemented without cuDNN in the build.
 struct Fp8StepTimes {
   double quantize_ms = 0;
   double attention_ms = 0;
@@ -178,6 +179,6 @@ struct Fp8StepTimes {
 };
 absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& problem, const void* q,
                                           const void* k, const void* v, DeviceContext& context,
-                                          int repeats);
+                                          int repeats, bool quantize_only = false);
 
 }  // namespace attn

@@ -333,7 +333,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     r.fp8_state = *state;
     // The quantise step alone, on set 0's inputs (already part of every timed call).
     auto steps = TimeFp8Steps(p, tensors[0].q.data, tensors[0].k.data, tensors[0].v.data,
-                              context, 20);
+                              context, 20, /*quantize_only=*/true);
     if (steps.ok()) r.fp8_quantize_ms = steps->quantize_ms;
   }
   r.stats = Summarize(samples);

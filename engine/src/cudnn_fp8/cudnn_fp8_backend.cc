@@ -20,6 +20,7 @@
 #include <cudnn_frontend.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "attn/bench.h"
 #include "attn/fp8.h"
 #include "attn/timing.h"
 #include "backends.h"
@@ -79,15 +81,21 @@ bool QuantisedHeadsMajor(const AttentionProblem& p) {
 // 1 / 2 / 4 chunks: T=8192 1.579 / 1.538 / 1.504 ms; T=4096 0.446 / 0.445 / 0.466; T=2048 0.168 /
 // 0.175 / 0.198: a chunk pays when its sdpa_fp8 is long next to the fixed cost of one more launch,
 // so the most chunks (of 4 and 2) that divide the batch and keep kMinChunkFlops each.
-// ATTN_FP8_CHUNKS=1|2|4 overrides the choice where it divides the batch (tests, experiments).
+// ATTN_FP8_CHUNKS=1|2|4 (read once) or SetFp8ChunksOverride forces a count where it divides the
+// batch.
 constexpr int kMaxChunks = 4;
 constexpr double kMinChunkFlops = 2.5e11;
+std::atomic<int>& ChunksOverride() {  // 0: the rule
+  static std::atomic<int> forced([] {
+    const char* v = std::getenv("ATTN_FP8_CHUNKS");
+    return v == nullptr ? 0 : std::atoi(v);
+  }());
+  return forced;
+}
 int ChunksFor(const AttentionProblem& p, bool heads_major) {
   if (!heads_major) return 1;
-  if (const char* forced = std::getenv("ATTN_FP8_CHUNKS"); forced != nullptr) {
-    const int n = std::atoi(forced);
-    if ((n == 1 || n == 2 || n == 4) && p.batch % n == 0) return n;
-  }
+  const int forced = ChunksOverride().load(std::memory_order_relaxed);
+  if ((forced == 1 || forced == 2 || forced == 4) && p.batch % forced == 0) return forced;
   for (int n : {4, 2}) {
     if (p.batch % n == 0 && AttentionFlops(p) / n >= kMinChunkFlops) return n;
   }
@@ -460,18 +468,17 @@ class CudnnFp8Backend final : public Backend {
     // Chunk c: batches [c * nb, (c + 1) * nb). Its E4M3 copies and O start c * nb batches into the
     // workspace buffers (batch is the outer dimension of either layout).
     const int64_t nb = p.batch / chunks;
+    const int64_t q_batch = QueryElements(p) / p.batch, kv_batch = KeyValueElements(p) / p.batch;
     auto chunk_operands = [&](int c, fp8::Operand (&out)[3]) {
       for (int i = 0; i < 3; ++i) {
         const fp8::Operand& whole = ops[i];
-        const int64_t batch_elements = whole.shape[1] * whole.shape[2] * whole.shape[3];
         out[i] = whole;
         out[i].src = static_cast<const char*>(whole.src) +
                      c * nb * whole.strides[0] * DTypeSize(p.dtype);
-        out[i].dst = whole.dst + c * nb * batch_elements;
+        out[i].dst = whole.dst + c * nb * (i == 0 ? q_batch : kv_batch);
         out[i].shape[0] = nb;
       }
     };
-    const int64_t q_batch = QueryElements(p) / p.batch, kv_batch = KeyValueElements(p) / p.batch;
     auto* chunk_amax = reinterpret_cast<fp8_internal::Scalar*>(ws + l.chunk_amax);
     auto execute = [&](int c) {
       // Chunk 0 writes the amaxes of S and O to s's slots, the others to theirs in the workspace
@@ -599,6 +606,8 @@ class CudnnFp8Backend final : public Backend {
 
 std::unique_ptr<Backend> MakeCudnnFp8Backend() { return std::make_unique<CudnnFp8Backend>(); }
 
+void SetFp8ChunksOverride(int chunks) { ChunksOverride().store(chunks, std::memory_order_relaxed); }
+
 absl::Status RunAttentionE4M3(const AttentionProblem& p, const Fp8AttentionTensors& t,
                               DeviceContext& context) {
   if (auto s = ValidateProblem(p); !s.ok()) return s;
@@ -651,7 +660,8 @@ absl::Status RunAttentionE4M3(const AttentionProblem& p, const Fp8AttentionTenso
 }
 
 absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& p, const void* q, const void* k,
-                                          const void* v, DeviceContext& context, int repeats) {
+                                          const void* v, DeviceContext& context, int repeats,
+                                          bool quantize_only) {
   if (context.info().kind != DeviceKind::kCuda) {
     return absl::FailedPreconditionError("cudnn_fp8: step timing needs a CUDA device");
   }
@@ -707,10 +717,7 @@ absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& p, const void*
   auto median = [&](const std::function<absl::Status()>& step) -> absl::StatusOr<double> {
     auto times = TimeOnDevice(context, step, 3, std::max(1, repeats));
     if (!times.ok()) return times.status();
-    std::vector<double> sorted = *std::move(times);
-    std::sort(sorted.begin(), sorted.end());
-    const size_t n = sorted.size();
-    return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    return Summarize(*std::move(times)).median;
   };
   const std::function<absl::Status()> steps[4] = {
       [&]() -> absl::Status {
@@ -733,8 +740,8 @@ absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& p, const void*
             stream));
         return absl::OkStatus();
       }};
-  double ms[4];
-  for (int i = 0; i < 4; ++i) {
+  double ms[4] = {};
+  for (int i = 0; i < (quantize_only ? 1 : 4); ++i) {
     auto m = median(steps[i]);
     if (!m.ok()) return m.status();
     ms[i] = *m;

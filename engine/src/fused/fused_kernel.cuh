@@ -150,6 +150,24 @@ __device__ __forceinline__ HeadSlices<T> SliceHead(const FusedParams& p, int bat
           static_cast<const T*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride};
 }
 
+// The query tile a tensor-core block owns, one block per (tile, head, batch): tiles run in
+// reverse, so the longest causal ones (the most key tiles) go first and the last wave is short.
+// q points at the tile's first row; n_tiles counts its kBlockN-key tiles up to the causal limit.
+template <typename T>
+struct QueryTile {
+  int q0, n_tiles;
+  const T* q;
+  const T* k;
+  const T* v;
+};
+template <typename T, int kBlockM, int kBlockN>
+__device__ __forceinline__ QueryTile<T> TileOfBlock(const FusedParams& p) {
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;
+  const HeadSlices<T> in = SliceHead<T>(p, blockIdx.z, blockIdx.y);
+  const int kv_end = p.causal ? min(p.kv_len, q0 + kBlockM) : p.kv_len;
+  return {q0, (kv_end + kBlockN - 1) / kBlockN, in.q + q0 * p.q_row_stride, in.k, in.v};
+}
+
 // Copies kRows rows of kChunks 16-byte chunks (row stride `stride` elements) with kThreads
 // threads, chunk (r, c) to the shared-memory address dst(r, c); rows >= valid_rows are
 // zero-filled (tails of T and S). Where a step of the threads covers whole rows, each thread
@@ -208,19 +226,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   T* const s_k = s_q + Traits::kQElems;
   T* const s_v = s_k + 2 * Traits::kKvElems;
 
-  // Longest query tiles (causal: the most key tiles) first, so the last wave is short ones.
-  const int m_block = gridDim.x - 1 - blockIdx.x;
   const int head = blockIdx.y, batch = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int q0 = m_block * kBlockM;
-
-  const HeadSlices<T> in = SliceHead<T>(p, batch, head);
-  const T* q = in.q + q0 * p.q_row_stride;
-  const T* k = in.k;
-  const T* v = in.v;
-
-  const int kv_end = p.causal ? min(p.kv_len, q0 + kBlockM) : p.kv_len;
-  const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
+  const QueryTile<T> tile = TileOfBlock<T, kBlockM, kBlockN>(p);
+  const int q0 = tile.q0, n_tiles = tile.n_tiles;
+  const T *q = tile.q, *k = tile.k, *v = tile.v;
 
   // Q joins the first commit group below.
   LoadTile<Traits, kBlockM>(s_q, q, p.q_row_stride, min(kBlockM, p.q_len - q0), tid);

@@ -184,21 +184,15 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const uint32_t s_k = s_q + Traits::kQBytes;
   const uint32_t s_v = s_k + 2 * Traits::kKvBytes;
 
-  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) tiles first
   const int head = blockIdx.y, batch = blockIdx.z;
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
-  const int q0 = m_block * kBlockM;
   // This thread's two rows of the tile (the accumulator layout): r0 and r0 + 8.
   const int r0 = wg * 64 + warp * 16 + lane / 4;
   const int col = 2 * (lane % 4);
 
-  const HeadSlices<T> in = SliceHead<T>(p, batch, head);
-  const T* q = in.q + q0 * p.q_row_stride;
-  const T* k = in.k;
-  const T* v = in.v;
-
-  const int kv_end = p.causal ? min(p.kv_len, q0 + kBlockM) : p.kv_len;
-  const int n_tiles = (kv_end + kBlockN - 1) / kBlockN;
+  const QueryTile<T> tile = TileOfBlock<T, kBlockM, kBlockN>(p);
+  const int q0 = tile.q0, n_tiles = tile.n_tiles;
+  const T *q = tile.q, *k = tile.k, *v = tile.v;
 
   LoadSwizzled<Traits, kBlockM>(s_q, q, p.q_row_stride, min(kBlockM, p.q_len - q0), tid);
   auto load_kv = [&](int tile) {
