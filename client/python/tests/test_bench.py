@@ -1,0 +1,105 @@
+"""Benchmark jobs: results into a DataFrame with attn-client's columns, the codelab's tables
+from a live job, and Ctrl-C cancelling the job on the server."""
+import _thread
+import csv
+import re
+import threading
+import time
+
+import pytest
+
+import attn_client
+from conftest import GOLDEN
+
+SMALL = dict(num_heads=4, head_dim=32, dtype="float32", backend="cpu")
+
+
+def small_job():
+    return ([attn_client.Case(batch=2, seq_len=t, section="sequence sweep", **SMALL) for t in (16, 32, 64)]
+            + [attn_client.Case(batch=b, seq_len=32, section="batch sweep", **SMALL) for b in (1, 2, 4)]
+            + [attn_client.Case(batch=1, seq_len=16, num_kv_heads=k, section="MHA/GQA/MQA", **SMALL) for k in (4, 2, 1)]
+            + [dict(batch=4, seq_len=128, num_heads=8, head_dim=64, dtype="bfloat16", causal=True, backend="cpu",
+                    section="correctness"),
+               dict(batch=4, seq_len=128, num_heads=8, head_dim=64, dtype="bfloat16", backend="naive",
+                    section="correctness")])
+
+
+@pytest.fixture(scope="module")
+def results(server):
+    with attn_client.Client(server.address) as c:
+        return c.bench(cases=small_job(), check=True, repeats=3, warmup=1, progress=False)
+
+
+def test_dataframe_has_the_clis_columns(results):
+    df = results.to_pandas()
+    with open(GOLDEN / "results.csv") as f:
+        assert list(df.columns) == next(csv.reader(f))
+    assert len(df) == 11
+    assert list(df["index"]) == list(range(11))
+    assert list(df["status"]) == ["OK"] * 10 + ["FAILED_PRECONDITION"]
+    ok = df[df["status"] == "OK"]
+    assert (ok["median_ms"] > 0).all() and (ok["repeats"] == 3).all() and (ok["backend"] == "cpu").all()
+    assert (ok["max_abs_error"] >= 0).all()  # checked: the numerics columns are filled
+    assert df.loc[10, "message"] == "naive: needs a CUDA device"
+    assert set(df["section"]) == {"sequence sweep", "batch sweep", "MHA/GQA/MQA", "correctness"}
+
+
+def test_tables_of_a_live_job(results):
+    keys = [t.key for t in results.tables()]
+    assert keys == ["sequence sweep", "batch sweep", "MHA/GQA/MQA", "correctness", "causal effect"]
+    for t in results.tables():
+        assert t.rows and all(any(cell for cell in row) for row in t.rows), t.title
+    seq = results.table("sequence sweep")
+    assert seq.title == "Sequence-length sweep — B=2, N=4, H=32"
+    assert seq.headers == ["Seq len", "cpu float32 (ms)"] and [r[0] for r in seq.rows] == ["16", "32", "64"]
+    assert [r[0] for r in results.table("MHA/GQA/MQA").rows] == ["MHA", "GQA", "MQA"]
+    assert results.table("correctness").notes == ["  n/a  naive bfloat16: naive: needs a CUDA device"]
+    effect = results.table("causal effect")
+    assert float(effect.rows[0][1]) > 0.1 and float(effect.rows[1][1]) < 1e-2
+    text = str(results)
+    assert text.startswith("server: attn-server ") and "11 cases: 10 ok, 1 unsupported, 0 failed in " in text
+    with pytest.raises(KeyError, match="no table 'fp8'"):
+        results.table("fp8")
+
+
+def test_plots_of_a_live_job(results):
+    titles = [f.axes[0].get_title() for f in results.plot()]
+    assert titles == ["Attention latency vs sequence length", "Attention latency vs batch size",
+                      "Multi-head attention variants (MHA, GQA, MQA) — B=1, T=16, N=4, H=32"]
+    line = results.plot("sequence sweep").axes[0].get_lines()[0]
+    assert list(line.get_xdata()) == [16, 32, 64]
+
+
+def test_progress_lines_without_tqdm(server, capsys, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_tqdm(name, *args, **kwargs):
+        if name.startswith("tqdm"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tqdm)
+    with attn_client.Client(server.address) as c:
+        c.bench(cases=small_job()[:2], repeats=1, warmup=0)
+    err = capsys.readouterr().err
+    assert "2 cases on cpu" in err and "[2/2] cpu float32 B2 T32 S32 N4 K4 H32: OK" in err
+
+
+def test_ctrl_c_cancels_the_job_on_the_server(own_server):
+    # Three cases that take seconds each on the cpu backend; Ctrl-C after the first has started.
+    heavy = [attn_client.Case(batch=1, seq_len=2048, num_heads=8, head_dim=64, dtype="float32", backend="cpu")] * 3
+    with attn_client.Client(own_server.address) as c:
+        timer = threading.Timer(1.0, _thread.interrupt_main)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            c.bench(cases=heavy, repeats=50, warmup=0, progress=False)
+        assert time.monotonic() - started < 5
+        deadline = time.monotonic() + 60
+        cancelled = re.compile(r"rpc=RunBenchmark code=CANCELLED .*error=\"benchmark cancelled")
+        while not cancelled.search(own_server.log_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cancelled.search(own_server.log_text()), own_server.log_text()
+        assert c.health().serving  # and the server goes on serving
