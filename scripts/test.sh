@@ -41,5 +41,12 @@ deploy_rc=0
 ATTN_SERVER_BIN="$(realpath "$build")/server/attn-server" ATTN_DEPLOY_REQUIRE_SERVER=1 \
   scripts/deploy-check.sh >"$build/deploy-check.log" 2>&1 || deploy_rc=$?
 grep -vE '^PASS ' "$build/deploy-check.log" || true
+
+# The Python client (client/python/test.sh): a fresh venv under $build, attn_client installed as a
+# participant installs it, pytest against this attn-server, the codelab notebook headless.
+echo "== attn_client (client/python/test.sh)"
+python_rc=0
+client/python/test.sh "$build/server/attn-server" "$build" || python_rc=$?
 [ "$rc" -ne 0 ] || rc=$deploy_rc
+[ "$rc" -ne 0 ] || rc=$python_rc
 exit $rc
