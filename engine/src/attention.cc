@@ -1,12 +1,110 @@
 #include "attn/attention.h"
 
+#include <algorithm>
+#include <set>
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 
 namespace attn {
+namespace {
+
+// The largest divisor of n that is at most `cap` (>= 1).
+int64_t LargestDivisorAtMost(int64_t n, int64_t cap) {
+  for (int64_t d = std::min(n, std::max<int64_t>(cap, 1)); d > 1; --d) {
+    if (n % d == 0) return d;
+  }
+  return 1;
+}
+
+// How PlanPieces cuts a problem: per level the size of a piece (the last may be smaller).
+struct Cut {
+  int64_t batch, heads, rows;
+};
+
+Cut ChooseCut(const AttentionProblem& p, double max_flops) {
+  const double whole = AttentionFlops(p);
+  if (max_flops <= 0 || whole <= max_flops) return {p.batch, p.num_heads, p.q_len};
+  const double per_batch = whole / static_cast<double>(p.batch);
+  if (per_batch <= max_flops) {
+    return {LargestDivisorAtMost(p.batch, static_cast<int64_t>(max_flops / per_batch)), p.num_heads,
+            p.q_len};
+  }
+  // Head chunks are whole K/V groups (the group's query heads read one K/V head), or a divisor
+  // of one group, so every piece is again a valid GQA problem.
+  const double per_head = per_batch / static_cast<double>(p.num_heads);
+  const int64_t group = p.GroupSize();
+  const int64_t fit = static_cast<int64_t>(max_flops / per_head);
+  const int64_t heads = fit >= group ? group * LargestDivisorAtMost(p.num_kv_heads, fit / group)
+                                     : LargestDivisorAtMost(group, fit);
+  if (static_cast<double>(heads) * per_head <= max_flops || p.causal) return {1, heads, p.q_len};
+  // One unmasked head is still too large: query rows (each sees every key, so any row range is
+  // the same problem with fewer rows).
+  const double per_row = per_head / static_cast<double>(p.q_len);
+  int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(max_flops / per_row));
+  if (rows >= 64) rows -= rows % 64;
+  return {1, 1, std::min(rows, p.q_len)};
+}
+
+int64_t Chunks(int64_t n, int64_t size) { return (n + size - 1) / size; }
+
+}  // namespace
+
+std::vector<Piece> PlanPieces(const AttentionProblem& p, double max_flops) {
+  const Cut cut = ChooseCut(p, max_flops);
+  std::vector<Piece> pieces;
+  pieces.reserve(static_cast<size_t>(Chunks(p.batch, cut.batch) * Chunks(p.num_heads, cut.heads) *
+                                     Chunks(p.q_len, cut.rows)));
+  for (int64_t b = 0; b < p.batch; b += cut.batch) {
+    for (int64_t n = 0; n < p.num_heads; n += cut.heads) {
+      for (int64_t t = 0; t < p.q_len; t += cut.rows) {
+        pieces.push_back({b, std::min(p.batch, b + cut.batch), n,
+                          std::min(p.num_heads, n + cut.heads), t,
+                          std::min(p.q_len, t + cut.rows)});
+      }
+    }
+  }
+  return pieces;
+}
+
+double LargestPieceFlops(const AttentionProblem& p, double max_flops) {
+  const Cut cut = ChooseCut(p, max_flops);
+  return AttentionFlops(PieceProblem(p, {0, cut.batch, 0, cut.heads, 0, cut.rows}));
+}
+
+AttentionProblem PieceProblem(const AttentionProblem& p, const Piece& piece) {
+  AttentionProblem sub = p;
+  sub.batch = piece.b1 - piece.b0;
+  sub.num_heads = piece.n1 - piece.n0;
+  sub.num_kv_heads = std::max<int64_t>(1, sub.num_heads / p.GroupSize());
+  sub.q_len = piece.t1 - piece.t0;
+  return sub;
+}
+
+AttentionTensors PieceTensors(const AttentionProblem& p, const AttentionTensors& t,
+                              const Piece& piece) {
+  const int64_t e = DTypeSize(p.dtype);
+  const AttentionProblem sub = PieceProblem(p, piece);
+  const auto view = [&](const TensorView& whole, int64_t row, int64_t head, int64_t rows,
+                        int64_t heads) {
+    TensorView v = whole;
+    const int64_t offset = whole.Offset(piece.b0, row, head) * e;
+    v.data = static_cast<char*>(whole.data) + offset;
+    v.capacity_bytes = whole.capacity_bytes - offset;
+    v.shape = {sub.batch, rows, heads, whole.shape[3]};
+    return v;
+  };
+  const int64_t kv_head = piece.n0 / p.GroupSize();
+  return {view(t.q, piece.t0, piece.n0, sub.q_len, sub.num_heads),
+          view(t.k, 0, kv_head, sub.kv_len, sub.num_kv_heads),
+          view(t.v, 0, kv_head, sub.kv_len, sub.num_kv_heads),
+          view(t.out, piece.t0, piece.n0, sub.q_len, sub.num_heads)};
+}
 
 absl::Status RunAttention(const Backend& backend, const AttentionProblem& problem,
                           const AttentionTensors& tensors, DeviceContext& context,
                           const RunOptions& options) {
+  if (auto s = CheckStop(options.stop); !s.ok()) return s;
   if (auto s = ValidateProblem(problem); !s.ok()) return s;
   if (auto s = ValidateTensors(tensors, problem); !s.ok()) return s;
   if (tensors.out.memory != context.memory()) {
@@ -15,18 +113,56 @@ absl::Status RunAttention(const Backend& backend, const AttentionProblem& proble
         " memory but the context runs on ", context.info().ToString()));
   }
   if (auto s = backend.CheckSupport(problem, context.info()); !s.ok()) return s;
-  auto bytes = backend.WorkspaceBytes(problem, context, options);
-  if (!bytes.ok()) return bytes.status();
-  auto workspace = context.arena().Allocate(*bytes);
+  // Pieces only where something can stop the call, and never inside a graph capture (waiting
+  // on the stream is not allowed there).
+  const std::vector<Piece> pieces =
+      options.stop != nullptr && !context.Capturing()
+          ? PlanPieces(problem, options.max_piece_flops)
+          : std::vector<Piece>{{0, problem.batch, 0, problem.num_heads, 0, problem.q_len}};
+  // One workspace for every piece: the largest any piece's shape needs (a few shapes at most).
+  int64_t workspace_bytes = 0;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> shapes;
+  for (const Piece& piece : pieces) {
+    if (!shapes.insert({piece.b1 - piece.b0, piece.n1 - piece.n0, piece.t1 - piece.t0}).second)
+      continue;
+    const AttentionProblem sub = pieces.size() == 1 ? problem : PieceProblem(problem, piece);
+    if (pieces.size() > 1) {
+      if (auto s = backend.CheckSupport(sub, context.info()); !s.ok()) return s;
+    }
+    auto bytes = backend.WorkspaceBytes(sub, context, options);
+    if (!bytes.ok()) return bytes.status();
+    workspace_bytes = std::max(workspace_bytes, *bytes);
+  }
+  auto workspace = context.arena().Allocate(workspace_bytes);
   if (!workspace.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(backend.name(), " workspace for ",
-                                                     problem.ToString(), ": ",
-                                                     workspace.status().message()));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        backend.name(), " workspace for ", problem.ToString(), ": ", workspace.status().message()));
   }
   // The block returns to the arena when this function ends while the kernels may still be
   // queued: safe, because everything that can reuse the arena's memory is ordered after them on
   // the context's one stream.
-  return backend.Run({problem, tensors, workspace->data(), workspace->size(), context, options});
+  if (pieces.size() == 1) {
+    return backend.Run({problem, tensors, workspace->data(), workspace->size(), context, options});
+  }
+  // At most two pieces queued: before queueing piece i, wait for piece i - 2, then check the
+  // stop. A stop waits for the queued pieces, so the stream is idle when the error returns.
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (i >= 2) {
+      if (auto s = context.WaitForMark(static_cast<int>(i % 2)); !s.ok()) return s;
+    }
+    if (auto s = CheckStop(options.stop); !s.ok()) {
+      if (auto sync = context.Synchronize(); !sync.ok()) return sync;
+      return s;
+    }
+    const AttentionProblem sub = PieceProblem(problem, pieces[i]);
+    const AttentionTensors views = PieceTensors(problem, tensors, pieces[i]);
+    if (auto s = backend.Run({sub, views, workspace->data(), workspace->size(), context, options});
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = context.MarkQueued(static_cast<int>(i % 2)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace attn

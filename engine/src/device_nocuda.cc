@@ -33,6 +33,10 @@ absl::Status DeviceContext::MakeCurrent() { return absl::OkStatus(); }
 
 absl::Status DeviceContext::Synchronize() { return absl::OkStatus(); }
 
+absl::Status DeviceContext::MarkQueued(int) { return absl::OkStatus(); }
+absl::Status DeviceContext::WaitForMark(int) { return absl::OkStatus(); }
+bool DeviceContext::Capturing() const { return false; }
+
 absl::Status DeviceContext::CopyToDevice(void* dst, const void* src, int64_t bytes) {
   std::memcpy(dst, src, static_cast<size_t>(bytes));
   return absl::OkStatus();

@@ -175,13 +175,16 @@ TEST(RunBenchmark, BudgetCutsRepeatsAndSaysSo) {
 
 TEST(RunBenchmark, CancelStopsTheRemainingCases) {
   std::vector<BenchCase> cases(3, {"t", AttentionProblem::SelfAttention(1, 16, 2, 16, DType::kFloat32), "cpu"});
-  std::atomic<bool> cancel{false};
+  StopToken stop;
   BenchOptions options;
   options.warmup = 0;
   options.repeats = 3;
-  auto results = RunBenchmark(cases, options, SharedCpuContext(),
-                              [&](size_t i, size_t, const BenchResult&) { if (i == 0) cancel = true; },
-                              &cancel);
+  auto results = RunBenchmark(
+      cases, options, SharedCpuContext(),
+      [&](size_t i, size_t, const BenchResult&) {
+        if (i == 0) stop.RequestStop(absl::CancelledError("cancelled by the test"));
+      },
+      &stop);
   ASSERT_TRUE(results.ok());
   EXPECT_TRUE((*results)[0].status.ok());
   EXPECT_EQ((*results)[1].status.code(), absl::StatusCode::kCancelled);

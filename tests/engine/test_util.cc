@@ -67,7 +67,8 @@ DeviceContext& SharedCpuContext() {
   return *cpu;
 }
 
-absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend) {
+absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend,
+                                             const RunOptions& options) {
   DeviceContext* cpu = &SharedCpuContext();
   const AttentionProblem& p = in.problem;
   auto b = Lookup(backend, p, cpu->info());
@@ -76,7 +77,7 @@ absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string
   std::vector<uint8_t> out(q.size(), 0xff);
   if (auto s = RunAttention(**b, p, PackedTensors(p, MemoryKind::kHost, q.data(), k.data(), v.data(),
                                           out.data()),
-                            *cpu);
+                            *cpu, options);
       !s.ok()) {
     return s;
   }
@@ -105,7 +106,7 @@ absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string
 }
 
 absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend,
-                                             DeviceContext& gpu) {
+                                             DeviceContext& gpu, const RunOptions& options) {
   const AttentionProblem& p = in.problem;
   auto b = Lookup(backend, p, gpu.info());
   if (!b.ok()) return b.status();
@@ -124,7 +125,7 @@ absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string
   if (auto s = RunAttention(**b, p,
                             PackedTensors(p, MemoryKind::kDevice, q->data(), k->data(),
                                   v->data(), out->data()),
-                            gpu);
+                            gpu, options);
       !s.ok()) {
     return s;
   }

@@ -42,13 +42,14 @@ Inputs RandomInputs(const AttentionProblem& p, uint64_t seed);
 std::vector<double> Reference(const Inputs& in);
 
 // Runs `backend` on host tensors through a CPU context; returns the decoded output.
-absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend = "cpu");
+absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend = "cpu",
+                                             const RunOptions& options = {});
 
 // Uploads the inputs, fills the output with NaN bit patterns (so unwritten elements fail any
 // comparison), runs `backend` on the shared GPU context (or `gpu`) and returns the decoded output.
 absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend);
 absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend,
-                                             DeviceContext& gpu);
+                                             DeviceContext& gpu, const RunOptions& options = {});
 
 // A CPU context shared by all tests (1 GiB host arena).
 DeviceContext& SharedCpuContext();

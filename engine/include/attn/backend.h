@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "attn/device.h"
 #include "attn/problem.h"
+#include "attn/stop.h"
 #include "attn/tensor.h"
 
 namespace attn {
@@ -23,6 +24,13 @@ struct RunOptions {
   // FP8 backends (cudnn_fp8): the job's delayed-scaling state, read for this call's scales and
   // updated with its amaxes. Null: scales from the current amaxes (an Attend). Others ignore it.
   Fp8RecipeState* fp8_recipe = nullptr;
+  // When set, RunAttention checks it before the call and between pieces, and a call of more
+  // than max_piece_flops runs in pieces (PlanPieces) with at most two queued on the device, so
+  // a stop takes effect within about two pieces' device time. The first stop reason is
+  // returned; the pieces already queued finish first, so the device is idle and the arena's
+  // memory free to reuse. Backends that compute on the host (cpu) also check it as they go.
+  const StopToken* stop = nullptr;
+  double max_piece_flops = 0;  // 0: never split
 };
 
 // One call of a backend. Tensors have been checked by ValidateTensors and live in the context's
@@ -73,6 +81,12 @@ class Backend {
   // Computes args.tensors.out, enqueued on args.context's stream (synchronous on the CPU).
   // Returns once the work is queued; errors from the launch itself are reported here.
   [[nodiscard]] virtual absl::Status Run(const RunArgs& args) const = 0;
+
+  // Capabilities. Takes RunOptions::fp8_recipe (delayed scaling state) into each call.
+  virtual bool takes_fp8_recipe() const { return false; }
+  // Checks RunOptions::stop while a call runs, not only between pieces, so even one piece of it
+  // stops promptly (the host backend, row by row).
+  virtual bool checks_stop_while_running() const { return false; }
 
   // The plan cache's counters on `context`, for backends that keep one.
   virtual std::optional<PlanCacheStats> plan_cache_stats(DeviceContext& context) const {

@@ -2,7 +2,6 @@
 // measures cases on one DeviceContext. No gRPC: the server, attn-bench and tests share it.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -14,6 +13,7 @@
 #include "attn/device.h"
 #include "attn/fp8.h"
 #include "attn/problem.h"
+#include "attn/stop.h"
 #include "attn/tensor.h"
 
 namespace attn {
@@ -106,9 +106,10 @@ struct BenchResult {
 
 // Fills `count` elements of `dtype` at `dst`, memory of `context`, with the runner's inputs:
 // approximately normal(0, 1) values that are a pure function of (seed, element index), the same
-// on the host and the device. A kernel on the context's stream for a GPU context.
+// on the host and the device. A kernel on the context's stream for a GPU context; on the host,
+// a loop that checks `stop` as it goes.
 absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType dtype,
-                        uint64_t seed);
+                        uint64_t seed, const StopToken* stop = nullptr);
 
 // One call's four packed BTNH buffers (PackedTensors of `p`) taken from `context`'s arena; the
 // blocks go back to the arena when this is destroyed. `out` is left as it is.
@@ -121,7 +122,7 @@ absl::StatusOr<PackedBuffers> AllocatePacked(const AttentionProblem& p, DeviceCo
 // Fills q, k and v of `t` with FillNormal from seeds seed, seed + 1 and seed + 2: the runner's
 // inputs for one input set, and what AttendRequest.generated documents.
 absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
-                        const AttentionTensors& t, uint64_t seed);
+                        const AttentionTensors& t, uint64_t seed, const StopToken* stop = nullptr);
 
 // InvalidArgument naming the field: warmup in [0, 10000], repeats in [1, 100000],
 // case_budget_s in (0, 3600], graph_calls in [1, 1000], rotate_inputs in [1, 64], and the
@@ -132,11 +133,14 @@ absl::Status ValidateBenchOptions(const BenchOptions& options);
 using BenchProgress = std::function<void(size_t, size_t, const BenchResult&)>;
 
 // Runs `cases` in order on `context`. A case that cannot run becomes a result with its reason;
-// the job goes on. `cancel`, when set, is checked between cases and between chunks of about
-// 50 ms of repeats: the remaining cases come back CANCELLED. Bad options fail the whole job.
+// the job goes on. `stop`, when set, is checked between cases, between chunks of about 50 ms of
+// repeats, and by every call (options.run.max_piece_flops sizes its pieces) and numerics check:
+// the case it stops and the remaining ones come back with its reason (CANCELLED,
+// DEADLINE_EXCEEDED, ...), and CUDA graph replays are kept to about 50 ms each (calls longer
+// than that are timed eagerly). Bad options fail the whole job.
 absl::StatusOr<std::vector<BenchResult>> RunBenchmark(const std::vector<BenchCase>& cases,
                                       const BenchOptions& options, DeviceContext& context,
                                       const BenchProgress& progress = nullptr,
-                                      const std::atomic<bool>* cancel = nullptr);
+                                      const StopToken* stop = nullptr);
 
 }  // namespace attn

@@ -14,6 +14,7 @@
 // Opaque CUDA handle types, so this header needs no CUDA headers (CPU-only builds include it).
 struct CUstream_st;
 struct cublasContext;
+struct CUevent_st;
 
 namespace attn {
 
@@ -114,6 +115,14 @@ class DeviceContext {
   // Waits for all work queued on the stream; reports a device error if one occurred.
   absl::Status Synchronize();
 
+  // Two marks in the stream's queue, so a long call run in pieces can wait for an earlier piece
+  // while the next one is queued: MarkQueued(slot) marks the work queued so far (slot 0 or 1),
+  // WaitForMark(slot) blocks until that work has finished. No-ops on the CPU context.
+  absl::Status MarkQueued(int slot);
+  absl::Status WaitForMark(int slot);
+  // True while the stream is being captured into a CUDA graph: nothing may wait on it then.
+  bool Capturing() const;
+
   // Copies between host and this context's memory on its stream, then waits.
   absl::Status CopyToDevice(void* dst, const void* src, int64_t bytes);
   absl::Status CopyToHost(void* dst, const void* src, int64_t bytes);
@@ -126,6 +135,7 @@ class DeviceContext {
   std::unique_ptr<Arena> pinned_;
   CudaStream stream_ = nullptr;
   CublasHandle cublas_ = nullptr;
+  CUevent_st* marks_[2] = {nullptr, nullptr};  // cudaEvent_t, made with the stream
   std::mutex states_mu_;
   std::map<const void*, std::unique_ptr<BackendState>> states_;
 };

@@ -16,7 +16,9 @@
 namespace attn {
 namespace {
 
-bool Cancelled(const std::atomic<bool>* cancel) { return cancel != nullptr && cancel->load(); }
+// Device time between checks of the stop token and the case budget, and the most one CUDA graph
+// replay may hold the device (a replay cannot stop part-way).
+constexpr double kCheckEveryMs = 50;
 
 // The seed of input `tensor` (0 q, 1 k, 2 v) of input set `set` of a case.
 uint64_t InputSeed(uint64_t case_seed, int set, int tensor) { return case_seed + 3 * set + tensor; }
@@ -24,7 +26,7 @@ uint64_t InputSeed(uint64_t case_seed, int set, int tensor) { return case_seed +
 // The float64 cpu backend on host copies of the case's inputs (exact values, float32 storage:
 // the only rounding is float64 -> float32 at the end, far below any backend's error).
 absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, DeviceContext& context,
-                          std::vector<float>& want) {
+                          const StopToken* stop, std::vector<float>& want) {
   const Backend* cpu = BackendRegistry::Default().Find("cpu");
   AttentionProblem ref = p;
   ref.dtype = DType::kFloat32;
@@ -44,10 +46,12 @@ absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, DeviceC
   host_options.pinned_host_bytes = 0;
   auto host_context = DeviceContext::CreateCpu(host_options);
   if (!host_context.ok()) return host_context.status();
+  RunOptions run;
+  run.stop = stop;  // the cpu backend checks it row by row
   return RunAttention(*cpu, ref,
                       PackedTensors(ref, MemoryKind::kHost, in[0].data(), in[1].data(),
                                     in[2].data(), want.data()),
-                      **host_context);
+                      **host_context, run);
 }
 
 // The naive backend in true float32 on the GPU, on float32 copies of the case's inputs, for
@@ -55,7 +59,8 @@ absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, DeviceC
 // Runs one batch and as many kv-head groups at a time as the arena's free space allows for the
 // (T, S) score matrices.
 absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed,
-                                   DeviceContext& context, std::vector<float>& want) {
+                                   DeviceContext& context, const RunOptions& run,
+                                   std::vector<float>& want) {
   const Backend* naive = BackendRegistry::Default().Find("naive");
   if (naive == nullptr) return absl::FailedPreconditionError("the naive backend is not built in");
   AttentionProblem ref = p;
@@ -102,7 +107,7 @@ absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed
                                view(full.k, b, k0, sub.num_kv_heads),
                                view(full.v, b, k0, sub.num_kv_heads),
                                view(full.out, b, k0 * group, sub.num_heads)};
-      if (auto s = RunAttention(*naive, sub, t, context); !s.ok()) return s;
+      if (auto s = RunAttention(*naive, sub, t, context, run); !s.ok()) return s;
     }
   }
   want.resize(static_cast<size_t>(QueryElements(p)));
@@ -113,7 +118,8 @@ absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed
 // the largest output difference at the first query position (which then sees every key instead
 // of only itself) and at the last (which sees every key either way). Needs T == S.
 void CausalEffect(const Backend& backend, const AttentionProblem& p, const AttentionTensors& t,
-                  const std::vector<uint8_t>& causal_out, DeviceContext& context, BenchResult& r) {
+                  const std::vector<uint8_t>& causal_out, DeviceContext& context,
+                  const RunOptions& run, BenchResult& r) {
   AttentionProblem full = p;
   full.causal = false;
   if (p.q_len != p.kv_len || !backend.CheckSupport(full, context.info()).ok()) return;
@@ -123,7 +129,7 @@ void CausalEffect(const Backend& backend, const AttentionProblem& p, const Atten
   AttentionTensors tf = t;
   tf.out.data = out->data();
   std::vector<uint8_t> got(static_cast<size_t>(bytes));
-  if (!RunAttention(backend, full, tf, context).ok() ||
+  if (!RunAttention(backend, full, tf, context, run).ok() ||
       !context.CopyToHost(got.data(), out->data(), bytes).ok()) {
     return;
   }
@@ -147,7 +153,8 @@ void CausalEffect(const Backend& backend, const AttentionProblem& p, const Atten
 // The codelab's "Max |TE bf16 - TE FP8 autocast|" row: the cudnn backend (bf16/fp16) on the
 // same inputs as an FP8 case, and the largest difference from the FP8 output `fp8_out`.
 void Fp8VersusCudnn(const AttentionProblem& p, const AttentionTensors& t,
-                    const std::vector<uint8_t>& fp8_out, DeviceContext& context, BenchResult& r) {
+                    const std::vector<uint8_t>& fp8_out, DeviceContext& context,
+                    const RunOptions& run, BenchResult& r) {
   const Backend* cudnn = BackendRegistry::Default().Find("cudnn");
   if (cudnn == nullptr || !cudnn->CheckSupport(p, context.info()).ok()) return;
   const int64_t bytes = QueryElements(p) * DTypeSize(p.dtype);
@@ -156,7 +163,10 @@ void Fp8VersusCudnn(const AttentionProblem& p, const AttentionTensors& t,
   AttentionTensors tc = t;
   tc.out.data = out->data();
   std::vector<uint8_t> want(static_cast<size_t>(bytes));
-  if (!RunAttention(*cudnn, p, tc, context).ok() ||
+  RunOptions plain;  // no FP8 recipe: the bf16/fp16 call
+  plain.stop = run.stop;
+  plain.max_piece_flops = run.max_piece_flops;
+  if (!RunAttention(*cudnn, p, tc, context, plain).ok() ||
       !context.CopyToHost(want.data(), out->data(), bytes).ok()) {
     return;
   }
@@ -173,7 +183,7 @@ void Fp8VersusCudnn(const AttentionProblem& p, const AttentionTensors& t,
 // reference on the same inputs: the float64 cpu backend up to kMaxNumericsFlops, naive float32
 // on the GPU beyond. Causal cases also get the causal-effect row.
 void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t case_seed,
-                   const AttentionTensors& t, DeviceContext& context,
+                   const AttentionTensors& t, DeviceContext& context, const RunOptions& run,
                    const std::function<absl::Status()>& call, BenchResult& r) {
   const int64_t qb = QueryElements(p) * DTypeSize(p.dtype);
   std::vector<uint8_t> got(static_cast<size_t>(qb));
@@ -183,14 +193,16 @@ void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t c
     r.numerics_note = absl::StrFormat("not checked: %s", s.message());
     return;
   }
-  if (p.causal) CausalEffect(backend, p, t, got, context, r);
-  if (backend.name() == "cudnn_fp8") Fp8VersusCudnn(p, t, got, context, r);
+  if (p.causal) CausalEffect(backend, p, t, got, context, run, r);
+  if (backend.takes_fp8_recipe()) Fp8VersusCudnn(p, t, got, context, run, r);
   std::vector<float> want;
   const bool small = AttentionFlops(p) <= kMaxNumericsFlops;
   if (small) {
-    s = CpuReference(p, case_seed, context, want);
+    s = CpuReference(p, case_seed, context, run.stop, want);
   } else if (context.info().kind == DeviceKind::kCuda) {
-    s = NaiveFloat32Reference(p, case_seed, context, want);
+    RunOptions naive_run;
+    naive_run.stop = run.stop;
+    s = NaiveFloat32Reference(p, case_seed, context, naive_run, want);
   } else {
     s = absl::FailedPreconditionError(absl::StrFormat(
         "%.1f GFLOP is beyond the cpu reference's %.0f GFLOP limit", AttentionFlops(p) / 1e9,
@@ -214,7 +226,7 @@ void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t c
 }
 
 void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, DeviceContext& context,
-             const std::atomic<bool>* cancel, BenchResult& r) {
+             const StopToken* stop, BenchResult& r) {
   const AttentionProblem& p = c.problem;
   if (r.status = ValidateProblem(p); !r.status.ok()) return;
   const BackendRegistry& registry = BackendRegistry::Default();
@@ -236,9 +248,10 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   }
   r.workspace_bytes = *workspace;
   // The job's recipe state for this case (cudnn_fp8 only; other backends ignore it).
-  const bool fp8 = r.backend == "cudnn_fp8";
+  const bool fp8 = (*backend)->takes_fp8_recipe();
   Fp8RecipeState recipe(options.fp8_recipe);
   RunOptions run = options.run;
+  run.stop = stop;
   if (fp8) {
     run.fp8_recipe = &recipe;
     r.fp8_recipe = options.fp8_recipe.ToString();
@@ -256,7 +269,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
       r.status = b.status();
       return;
     }
-    if (r.status = FillInputs(context, p, b->tensors, InputSeed(seed, set, 0)); !r.status.ok()) return;
+    if (r.status = FillInputs(context, p, b->tensors, InputSeed(seed, set, 0), stop); !r.status.ok()) return;
     tensors.push_back(b->tensors);
     buffers.push_back(*std::move(b));
   }
@@ -269,7 +282,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     const AttentionTensors& t = tensors[next_set++ % tensors.size()];
     return RunAttention(**backend, p, t, context, run);
   };
-  const bool graph = options.cuda_graph && context.info().kind == DeviceKind::kCuda;
+  bool graph = options.cuda_graph && context.info().kind == DeviceKind::kCuda;
 
   // Warm-up, cut at half the case budget for slow backends (the first call builds plans).
   const double budget_ms = options.case_budget_s * 1e3;
@@ -277,6 +290,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   // A recipe state's first call takes its scales from the current amaxes; it must run eagerly,
   // not inside a captured graph whose replays would repeat it.
   const int warmup = fp8 && graph ? std::max(1, options.warmup) : options.warmup;
+  double last_call_ms = -1;
   for (int i = 0; i < warmup && warm_ms < budget_ms / 2; ++i) {
     auto t0 = TimeOnDevice(context, call, 0, 1);
     if (!t0.ok()) {
@@ -284,17 +298,35 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
       return;
     }
     warm_ms += t0->front();
+    last_call_ms = t0->front();
   }
   if (options.check_numerics) {
     next_set = 0;  // the check's call writes set 0's output
-    CheckNumerics(**backend, p, seed, tensors[0], context, call, r);
+    CheckNumerics(**backend, p, seed, tensors[0], context, run, call, r);
+    if (r.status = CheckStop(stop); !r.status.ok()) return;
   }
 
-  r.timing = graph ? absl::StrFormat("cuda graph (%d calls per replay)", options.graph_calls)
+  // A graph replay cannot stop part-way, so where something may stop the case a replay holds
+  // at most kCheckEveryMs of calls, and calls longer than that are timed eagerly (in pieces).
+  int graph_calls = options.graph_calls;
+  if (graph && stop != nullptr) {
+    if (last_call_ms < 0) {
+      auto t0 = TimeOnDevice(context, call, 0, 1);
+      if (!t0.ok()) {
+        r.status = t0.status();
+        return;
+      }
+      last_call_ms = t0->front();
+    }
+    graph_calls = std::clamp(static_cast<int>(kCheckEveryMs / std::max(last_call_ms, 1e-3)), 1,
+                             options.graph_calls);
+    graph = last_call_ms <= kCheckEveryMs;
+  }
+  r.timing = graph ? absl::StrFormat("cuda graph (%d calls per replay)", graph_calls)
              : context.info().kind == DeviceKind::kCuda ? "cuda events"
                                                         : "host clock";
   const auto time = [&](int n) {
-    return graph ? TimeGraphReplays(context, call, options.graph_calls, n)
+    return graph ? TimeGraphReplays(context, call, graph_calls, n)
                  : TimeOnDevice(context, call, 0, n);
   };
   auto first = time(1);
@@ -303,25 +335,27 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     return;
   }
   std::vector<double> samples = *first;
-  double spent_ms = samples.front() * (graph ? options.graph_calls : 1);
+  double spent_ms = samples.front() * (graph ? graph_calls : 1);
   while (static_cast<int>(samples.size()) < options.repeats) {
-    if (Cancelled(cancel)) {
-      r.status = absl::CancelledError("benchmark cancelled");
+    if (absl::Status s = CheckStop(stop); !s.ok()) {
+      r.status = s;
       break;
     }
     if (spent_ms >= budget_ms) {
       r.budget_cut = true;
       break;
     }
-    // Chunks of ~50 ms of device time between checks of the budget and the cancel flag.
+    // Chunks of ~kCheckEveryMs of device time between checks of the budget and the stop.
     const int remaining = options.repeats - static_cast<int>(samples.size());
-    const int chunk = std::clamp(static_cast<int>(50.0 / std::max(samples.front(), 1e-3)), 1, remaining);
+    const int chunk = std::clamp(
+        static_cast<int>(kCheckEveryMs / std::max(samples.front() * (graph ? graph_calls : 1), 1e-3)),
+        1, remaining);
     auto more = time(chunk);
     if (!more.ok()) {
       r.status = more.status();
       return;
     }
-    for (double ms : *more) spent_ms += ms * (graph ? options.graph_calls : 1);
+    for (double ms : *more) spent_ms += ms * (graph ? graph_calls : 1);
     samples.insert(samples.end(), more->begin(), more->end());
   }
   if (fp8 && recipe.used()) {
@@ -344,11 +378,15 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
 }  // namespace
 
 absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType dtype,
-                        uint64_t seed) {
+                        uint64_t seed, const StopToken* stop) {
   if (context.info().kind == DeviceKind::kCuda) {
     return FillNormalOnStream(context.stream(), dst, count, dtype, seed);
   }
+  constexpr int64_t kElementsPerStopCheck = int64_t{1} << 20;  // a few ms on the host
   for (int64_t i = 0; i < count; ++i) {
+    if (i % kElementsPerStopCheck == 0) {
+      if (auto s = CheckStop(stop); !s.ok()) return s;
+    }
     StoreFromDouble(dst, dtype, i, NormalAt(seed, static_cast<uint64_t>(i)));
   }
   return absl::OkStatus();
@@ -369,11 +407,11 @@ absl::StatusOr<PackedBuffers> AllocatePacked(const AttentionProblem& p, DeviceCo
 }
 
 absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
-                        const AttentionTensors& t, uint64_t seed) {
+                        const AttentionTensors& t, uint64_t seed, const StopToken* stop) {
   const TensorView* inputs[3] = {&t.q, &t.k, &t.v};
   for (int i = 0; i < 3; ++i) {
     const int64_t count = inputs[i]->capacity_bytes / DTypeSize(p.dtype);
-    if (auto s = FillNormal(context, inputs[i]->data, count, p.dtype, seed + i); !s.ok()) return s;
+    if (auto s = FillNormal(context, inputs[i]->data, count, p.dtype, seed + i, stop); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -406,17 +444,17 @@ absl::StatusOr<std::vector<BenchResult>> RunBenchmark(const std::vector<BenchCas
                                                       const BenchOptions& options,
                                                       DeviceContext& context,
                                                       const BenchProgress& progress,
-                                                      const std::atomic<bool>* cancel) {
+                                                      const StopToken* stop) {
   if (auto s = ValidateBenchOptions(options); !s.ok()) return s;
   std::vector<BenchResult> results(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     BenchResult& r = results[i];
     r.bench_case = cases[i];
-    if (Cancelled(cancel)) {
-      r.status = absl::CancelledError("benchmark cancelled before this case");
+    if (absl::Status s = CheckStop(stop); !s.ok()) {
+      r.status = s;
     } else {
       // Each case draws from its own streams: 3 tensors x up to 64 input sets.
-      RunCase(cases[i], options, options.seed + 3 * 64 * i, context, cancel, r);
+      RunCase(cases[i], options, options.seed + 3 * 64 * i, context, stop, r);
     }
     if (progress) progress(i, cases.size(), r);
   }

@@ -3,6 +3,7 @@
 // the problem's dtype. Rows (b, n, t) are spread over a thread pool: it also serves requests on
 // machines without a GPU.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -27,6 +28,9 @@ int CpuThreads() {
 
 // Rows handed to a thread at once: enough to amortise scheduling, few enough to balance causal.
 constexpr int64_t kRowsPerTask = 16;
+// With a stop token, keys scored between its checks: a few ms of one thread's work at H = 128,
+// so a stop takes effect quickly however long the rows are.
+constexpr int64_t kKeysPerStopCheck = 8192;
 
 class CpuBackend final : public Backend {
  public:
@@ -36,6 +40,8 @@ class CpuBackend final : public Backend {
   std::string description() const override {
     return absl::StrFormat("reference on the host: float64 accumulation, %d threads", pool_.size());
   }
+
+  bool checks_stop_while_running() const override { return true; }
 
   absl::Status CheckSupport(const AttentionProblem&, const DeviceInfo& device) const override {
     if (device.kind != DeviceKind::kCpu) {
@@ -80,6 +86,16 @@ class CpuBackend final : public Backend {
     const double scale = p.EffectiveScale();
     const int64_t group = p.GroupSize();
     const int64_t tasks_per_head = (T + kRowsPerTask - 1) / kRowsPerTask;
+    // Set by the first task that sees the stop; the others then return at their next check.
+    const StopToken* stop = args.options.stop;
+    std::atomic<bool> stopped{false};
+    const auto should_stop = [&] {
+      if (stop == nullptr) return false;
+      if (stopped.load(std::memory_order_relaxed)) return true;
+      if (stop->Check().ok()) return false;
+      stopped = true;
+      return true;
+    };
     pool_.ParallelFor(B * N * tasks_per_head, [&](int64_t task) {
       const int64_t bn = task / tasks_per_head;
       const int64_t b = bn / N, n = bn % N, kh = n / group;
@@ -88,11 +104,13 @@ class CpuBackend final : public Backend {
       std::vector<double> scores(static_cast<size_t>(S));
       std::vector<double> acc(static_cast<size_t>(H));
       for (int64_t row = t_begin; row < t_end; ++row) {
+        if (should_stop()) return;
         const double* qr = q + ((b * T + row) * N + n) * H;
         // Top-left causal: query `row` sees keys 0..row.
         const int64_t visible = p.causal ? std::min(S, row + 1) : S;
         double max_score = -std::numeric_limits<double>::infinity();
         for (int64_t s = 0; s < visible; ++s) {
+          if (s % kKeysPerStopCheck == kKeysPerStopCheck - 1 && should_stop()) return;
           const double* kr = k + ((b * S + s) * K + kh) * H;
           double dot = 0;
           for (int64_t h = 0; h < H; ++h) dot += qr[h] * kr[h];
@@ -111,6 +129,7 @@ class CpuBackend final : public Backend {
         for (int64_t h = 0; h < H; ++h) StoreFromDouble(t.out.data, p.dtype, out_base + h, acc[h] / sum);
       }
     });
+    if (stopped) return stop->Check();
     return absl::OkStatus();
   }
 

@@ -80,6 +80,9 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCuda(
   ATTN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&ctx->stream_, cudaStreamNonBlocking));
   ATTN_CUBLAS_RETURN_IF_ERROR(cublasCreate(&ctx->cublas_));
   ATTN_CUBLAS_RETURN_IF_ERROR(cublasSetStream(ctx->cublas_, ctx->stream_));
+  for (cudaEvent_t& mark : ctx->marks_) {
+    ATTN_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming));
+  }
   auto arena = Arena::Create(MemoryKind::kDevice, options.arena_bytes);
   if (!arena.ok()) return arena.status();
   ctx->arena_ = *std::move(arena);
@@ -95,6 +98,9 @@ DeviceContext::~DeviceContext() {
   arena_.reset();  // before the stream goes, so no queued kernel outlives its memory
   pinned_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
+  for (cudaEvent_t mark : marks_) {
+    if (mark != nullptr) cudaEventDestroy(mark);
+  }
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -108,6 +114,28 @@ absl::Status DeviceContext::Synchronize() {
   if (stream_ == nullptr) return absl::OkStatus();
   ATTN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
+}
+
+absl::Status DeviceContext::MarkQueued(int slot) {
+  if (stream_ == nullptr) return absl::OkStatus();
+  ATTN_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks_[slot & 1], stream_));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceContext::WaitForMark(int slot) {
+  if (stream_ == nullptr) return absl::OkStatus();
+  ATTN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(marks_[slot & 1]));
+  return absl::OkStatus();
+}
+
+bool DeviceContext::Capturing() const {
+  if (stream_ == nullptr) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream_, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
 }
 
 absl::Status DeviceContext::CopyToDevice(void* dst, const void* src, int64_t bytes) {

@@ -329,6 +329,7 @@ absl::Status CheckVectorizable(const TensorView& t, const char* name) {
 class CudnnFp8Backend final : public Backend {
  public:
   std::string name() const override { return "cudnn_fp8"; }
+  bool takes_fp8_recipe() const override { return true; }
   std::string description() const override {
     return absl::StrFormat(
         "cuDNN %d FP8 (E4M3) fused attention (sdpa_fp8 forward) via cudnn-frontend %d.%d, "
