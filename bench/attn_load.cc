@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "attention/v1/attention.grpc.pb.h"
+#include "engine/tools/flags_help.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "attn-server address");
 ABSL_FLAG(std::string, shape, "4,128,8,64", "B,T,N,H");
@@ -39,6 +40,8 @@ double Pct(std::vector<double> v, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  attn::HandleHelpFlag(argc, argv,
+                       "attn-load: end-to-end Attend latency and throughput against a running attn-server.");
   absl::ParseCommandLine(argc, argv);
   std::vector<int64_t> dims;
   for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_shape), ',')) {

@@ -6,13 +6,19 @@
 // when the GPU is unusable, so Kubernetes does not restart a pod that needs another node.
 #include <signal.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/tools/flags_help.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -26,11 +32,17 @@ ABSL_FLAG(int, queue_depth, 64, "requests waiting per device before new ones get
 ABSL_FLAG(double, default_deadline_s, 60, "deadline for calls that set none, seconds (benchmark jobs: the whole job)");
 ABSL_FLAG(std::string, log_format, "text", "log lines as text or json (one object per line)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warning, error, critical or off");
-ABSL_FLAG(double, shutdown_grace_s, 25, "on SIGTERM/SIGINT, how long accepted requests may run before the rest are cancelled, seconds");
+ABSL_FLAG(double, shutdown_grace_s, 25, "on SIGTERM/SIGINT, how long accepted requests may run; then queued ones are answered UNAVAILABLE and running ones stopped at their next piece, and the process exits within 3 s more, seconds");
+ABSL_FLAG(double, max_call_seconds, 30, "cost cap: estimated device time of one attention call (an Attend, one call of a benchmark case, or its numerics reference), seconds; over it: RESOURCE_EXHAUSTED before the request queues");
+ABSL_FLAG(double, max_job_seconds, 600, "cost cap: estimated device time of a whole benchmark job (warm-up, timing and checks of every case), and the longest deadline any request may have, seconds");
+ABSL_FLAG(int64_t, max_host_mib, 4096, "host memory requests may hold at once (Attend payloads and replies, numerics references), MiB");
+ABSL_FLAG(int64_t, grpc_memory_mib, 1024, "gRPC's memory quota (receive buffers, messages being parsed), MiB; at least 2 x --max_request_mib + 16");
+ABSL_FLAG(int, max_streams_per_connection, 32, "RPCs one client connection may have open at once");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Serves attention and benchmark jobs over gRPC (attention.v1.AttentionService).\n"
+  attn::HandleHelpFlag(
+      argc, argv,
+      "attn-server: serves attention and benchmark jobs over gRPC (attention.v1.AttentionService).\n"
       "  attn-server [--listen_address=0.0.0.0:50051] [--metrics_address=0.0.0.0:9464] ...");
   absl::ParseCommandLine(argc, argv);
   if (auto s = attn::server::InitLogging(absl::GetFlag(FLAGS_log_format), absl::GetFlag(FLAGS_log_level));
@@ -66,6 +78,20 @@ int main(int argc, char** argv) {
   options.limits.max_request_bytes = request_mib << 20;
   options.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   options.default_deadline_s = absl::GetFlag(FLAGS_default_deadline_s);
+  options.admission.max_call_seconds = absl::GetFlag(FLAGS_max_call_seconds);
+  options.admission.max_job_seconds = absl::GetFlag(FLAGS_max_job_seconds);
+  const int64_t host_mib = absl::GetFlag(FLAGS_max_host_mib);
+  const int64_t grpc_mib = absl::GetFlag(FLAGS_grpc_memory_mib);
+  for (const auto& [flag, mib] : {std::pair{"max_host_mib", host_mib}, {"grpc_memory_mib", grpc_mib}}) {
+    if (mib < 1 || mib > (int64_t{1} << 30)) {
+      std::fprintf(stderr, "attn-server: --%s: must be in [1, 2^30], got %lld\n", flag,
+                   static_cast<long long>(mib));
+      return 2;
+    }
+  }
+  options.admission.max_host_bytes = host_mib << 20;
+  options.grpc_memory_bytes = grpc_mib << 20;
+  options.max_streams_per_connection = absl::GetFlag(FLAGS_max_streams_per_connection);
   const double grace = absl::GetFlag(FLAGS_shutdown_grace_s);
   if (!(grace >= 0)) {
     std::fprintf(stderr, "attn-server: --shutdown_grace_s: must be >= 0, got %g\n", grace);
@@ -82,6 +108,15 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   attn::server::Log(spdlog::level::info, "signal received; draining",
                     {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  // The drain answers everything within the grace and kDrainAfterGraceSeconds; should work that
+  // cannot stop (a driver call that hangs) hold it longer, the process ends anyway.
+  std::thread([grace] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(
+        grace + attn::server::kDrainAfterGraceSeconds + 1));
+    attn::server::Log(spdlog::level::critical, "drain overran its grace; exiting now",
+                      {{"grace_s", absl::StrFormat("%g", grace)}});
+    _exit(1);
+  }).detach();
   (*server)->Drain(grace);
   server->reset();
   return 0;

@@ -6,8 +6,9 @@
 namespace attn::server {
 
 DeviceWorkers::DeviceWorkers(int index, std::vector<std::unique_ptr<DeviceContext>> contexts,
-                             int depth)
-    : index_(index), depth_(depth), contexts_(std::move(contexts)) {
+                             int depth, Throughputs throughputs)
+    : index_(index), depth_(depth), contexts_(std::move(contexts)),
+      throughputs_(std::move(throughputs)) {
   for (auto& context : contexts_) {
     threads_.emplace_back([this, c = context.get()] { WorkerLoop(*c); });
   }

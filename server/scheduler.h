@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "attn/device.h"
+#include "server/throughput.h"
 
 namespace attn::server {
 
@@ -35,7 +36,9 @@ struct Task {
 class DeviceWorkers {
  public:
   // Starts one worker thread per context. `depth` bounds the tasks waiting (new requests only).
-  DeviceWorkers(int index, std::vector<std::unique_ptr<DeviceContext>> contexts, int depth);
+  // `throughputs` are the device's measured rates (admission's estimates).
+  DeviceWorkers(int index, std::vector<std::unique_ptr<DeviceContext>> contexts, int depth,
+                Throughputs throughputs = {});
   ~DeviceWorkers();  // Stop()s and joins
   DeviceWorkers(const DeviceWorkers&) = delete;
   DeviceWorkers& operator=(const DeviceWorkers&) = delete;
@@ -58,6 +61,7 @@ class DeviceWorkers {
   // Arena bytes of one worker's context (what one request may use) and in use over all workers.
   int64_t arena_capacity() const { return contexts_.front()->arena().capacity(); }
   int64_t arena_in_use() const;
+  const Throughputs& throughputs() const { return throughputs_; }
 
  private:
   void WorkerLoop(DeviceContext& context);
@@ -65,6 +69,7 @@ class DeviceWorkers {
   const int index_;
   const int depth_;
   std::vector<std::unique_ptr<DeviceContext>> contexts_;
+  const Throughputs throughputs_;
   std::vector<std::thread> threads_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -5,6 +5,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -79,6 +80,31 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
         "--max_request_mib: must be in [1, 2000] (gRPC messages stay below 2 GiB), got %d MiB",
         o.limits.max_request_bytes >> 20));
   }
+  if (!(o.admission.max_call_seconds > 0 && o.admission.max_call_seconds <= 86400)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--max_call_seconds: must be in (0, 86400], got %g", o.admission.max_call_seconds));
+  }
+  if (!(o.admission.max_job_seconds >= o.admission.max_call_seconds &&
+        o.admission.max_job_seconds <= 7 * 86400)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--max_job_seconds: must be in [--max_call_seconds (%g), 604800], got %g",
+        o.admission.max_call_seconds, o.admission.max_job_seconds));
+  }
+  if (o.admission.max_host_bytes < o.limits.max_request_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--max_host_mib: must hold at least one request of --max_request_mib (%d MiB), got %d MiB",
+        o.limits.max_request_bytes >> 20, o.admission.max_host_bytes >> 20));
+  }
+  // gRPC needs room for a whole message of the largest size while it is received and parsed.
+  if (o.grpc_memory_bytes < 2 * o.limits.max_request_bytes + (int64_t{16} << 20)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--grpc_memory_mib: must be at least 2 x --max_request_mib + 16 (%d MiB), got %d MiB",
+        (2 * o.limits.max_request_bytes >> 20) + 16, o.grpc_memory_bytes >> 20));
+  }
+  if (o.max_streams_per_connection < 1 || o.max_streams_per_connection > 10000) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--max_streams_per_connection: must be in [1, 10000], got %d", o.max_streams_per_connection));
+  }
   return absl::OkStatus();
 }
 
@@ -87,6 +113,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   auto server = std::unique_ptr<Server>(new Server());
   ServiceConfig config;
   config.limits = options.limits;
+  config.admission = options.admission;
   config.default_deadline_s = options.default_deadline_s;
   config.version = ATTN_VERSION;
   config.hostname = Hostname();
@@ -128,6 +155,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   const int count = use_cpu ? 1 : static_cast<int>(ordinals.size());
   for (int d = 0; d < count; ++d) {
     std::vector<std::unique_ptr<DeviceContext>> contexts;
+    Throughputs throughputs;
     for (int w = 0; w < options.workers_per_device; ++w) {
       auto c = use_cpu ? DeviceContext::CreateCpu(context_options)
                        : DeviceContext::CreateCuda(ordinals[d], context_options);
@@ -138,10 +166,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                                             d, w, c.status().message()));
       }
       WarmUp(**c);
+      if (w == 0) {
+        throughputs = Throughputs::Measure(**c);
+        Log(spdlog::level::info, "measured for cost admission",
+            {{"device", (*c)->info().ToString()}, {"rates", throughputs.ToString()}});
+      }
       contexts.push_back(*std::move(c));
     }
-    server->devices_.push_back(
-        std::make_unique<DeviceWorkers>(d, std::move(contexts), options.queue_depth));
+    server->devices_.push_back(std::make_unique<DeviceWorkers>(d, std::move(contexts),
+                                                               options.queue_depth, throughputs));
   }
 
   std::vector<DeviceWorkers*> devices;
@@ -168,6 +201,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   const int64_t max_message = options.limits.max_request_bytes + (int64_t{1} << 20);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message));
+  grpc::ResourceQuota quota("attn-server");
+  quota.Resize(static_cast<size_t>(options.grpc_memory_bytes));
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrFormat(
@@ -181,7 +218,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
        {"metrics", options.metrics_address.empty() ? "off" : absl::StrFormat("%s (port %d)", options.metrics_address, server->metrics_port_)},
        {"devices", absl::StrJoin(names, "; ")},
        {"queue_depth", absl::StrCat(options.queue_depth)},
-       {"max_request_bytes", absl::StrCat(options.limits.max_request_bytes)}});
+       {"max_request_bytes", absl::StrCat(options.limits.max_request_bytes)},
+       {"max_call_seconds", absl::StrFormat("%g", options.admission.max_call_seconds)},
+       {"max_job_seconds", absl::StrFormat("%g", options.admission.max_job_seconds)},
+       {"max_host_bytes", absl::StrCat(options.admission.max_host_bytes)}});
   return server;
 }
 
@@ -204,10 +244,11 @@ void Server::Drain(double grace_s) {
   Log(spdlog::level::info, "draining", {{"in_flight", absl::StrCat(inflight)},
                                         {"grace_s", absl::StrFormat("%g", grace_s)}});
   if (int left = service_->WaitIdle(grace_s); left > 0) {
-    Log(spdlog::level::warn, "grace period over; cancelling the benchmark jobs still running",
+    Log(spdlog::level::warn, "grace period over; stopping the requests still queued or running",
         {{"in_flight", absl::StrCat(left)}});
-    service_->CancelJobs();
-    left = service_->WaitIdle(5);
+    service_->StopAll(absl::UnavailableError(absl::StrFormat(
+        "server is shutting down (its %gs grace period is over); retry on another replica", grace_s)));
+    left = service_->WaitIdle(kDrainAfterGraceSeconds - 1);
     if (left > 0) Log(spdlog::level::err, "requests still running at exit", {{"in_flight", absl::StrCat(left)}});
   }
   grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

@@ -28,6 +28,12 @@ struct ServerOptions {
   int queue_depth = 64;           // waiting requests per device
   double default_deadline_s = 60;
   RequestLimits limits;
+  AdmissionLimits admission;
+  // gRPC's own memory (receive buffers, messages being parsed) and the streams one connection
+  // may have open at once: a flood of requests or connections is refused by gRPC before it
+  // reaches the service, and the process's memory stays bounded.
+  int64_t grpc_memory_bytes = int64_t{1} << 30;
+  int max_streams_per_connection = 32;
   // The start-up GPU check (driver present and new enough for the CUDA runtime, devices
   // visible). NotFound: no GPU at all, so the cpu backend serves; any other error: NOT_SERVING
   // with that reason. Tests replace it to play an unusable GPU.
@@ -39,6 +45,9 @@ struct ServerOptions {
 // restart a pod that only needs a different node; kReadiness follows serving(): NOT_SERVING
 // while the GPU is unusable and from the start of a drain, so the pod leaves the Services.
 inline constexpr const char* kLivenessService = "";
+// How long Drain waits after the grace for stopped requests to be answered, and for gRPC to
+// shut down.
+inline constexpr double kDrainAfterGraceSeconds = 3;
 inline constexpr const char* kReadinessService = "attention.v1.AttentionService";
 
 // InvalidArgument naming the flag for values out of range.
@@ -59,8 +68,11 @@ class Server {
   bool serving() const { return metrics_->serving; }
   Metrics& metrics() { return *metrics_; }
 
-  // Readiness NOT_SERVING, new requests refused, in-flight ones given up to `grace_s` to finish;
-  // then remaining benchmark jobs are cancelled (and logged), and the server stops.
+  // Readiness NOT_SERVING at once and new requests refused; accepted ones get up to `grace_s`
+  // to finish. Then every request still queued or running is stopped with UNAVAILABLE ("server
+  // is shutting down"): queued ones are answered at once, running calls end at their next piece
+  // and benchmark jobs at their current case. Returns within grace_s + kDrainAfterGraceSeconds
+  // unless a call is stuck in work that cannot stop (main's watchdog ends the process then).
   void Drain(double grace_s);
 
  private:

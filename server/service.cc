@@ -18,6 +18,17 @@ namespace {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// An Attend's reactor: finishes once; a cancel (the client's, or its deadline) stops the work.
+class AttendReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit AttendReactor(std::shared_ptr<AttentionService::Call> call) : call_(std::move(call)) {}
+  void OnCancel() override { AttentionService::OnCallCancelled(*call_); }
+  void OnDone() override { delete this; }
+
+ private:
+  const std::shared_ptr<AttentionService::Call> call_;
+};
+
 }  // namespace
 
 // A RunBenchmark call: one task per case on its device, re-queued after each case so other
@@ -28,10 +39,10 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
                std::shared_ptr<AttentionService::Call> call)
       : service_(service), context_(context), call_(std::move(call)) {}
 
-  // Validates and queues the first case; on any error the call ends with it.
+  // Validates the job, admits its cost and queues the first case; on any error the call ends
+  // with it, before anything queued.
   void Start(const std::shared_ptr<BenchmarkJob>& self, const v1::RunBenchmarkRequest& request) {
     self_ = self;
-    deadline_ = service_->Deadline(context_, call_->accepted);
     absl::Status s = service_->Admit();
     auto device = s.ok() ? service_->PickDevice(request.device()) : s;
     if (!device.ok()) return End(device.status());
@@ -45,6 +56,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     call_->shape = request.job_case() == v1::RunBenchmarkRequest::kSuite
                        ? absl::StrCat("suite=", request.suite())
                        : absl::StrCat(cases_.size(), " cases");
+    if (auto admitted = AdmitCost(); !admitted.ok()) return End(admitted);
     v1::RunBenchmarkEvent started;
     started.mutable_started()->set_total_cases(static_cast<int>(cases_.size()));
     started.mutable_started()->set_device(device_->index());
@@ -54,13 +66,11 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     if (auto q = Queue(0, false); !q.ok()) End(q);
   }
 
-  void Cancel() { cancel_ = true; }
-
   void OnWriteDone(bool ok) override {
     std::unique_lock<std::mutex> lock(mu_);
     pending_.pop_front();
     if (!ok) {  // the client is gone: no further write can succeed
-      cancel_ = true;
+      call_->stop->RequestStop(absl::CancelledError("the client went away"));
       pending_.clear();
     }
     if (!pending_.empty()) {
@@ -73,7 +83,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     FinishIfEnded(lock);
   }
 
-  void OnCancel() override { cancel_ = true; }
+  void OnCancel() override { AttentionService::OnCallCancelled(*call_); }
 
   void OnDone() override {
     std::shared_ptr<BenchmarkJob> self;
@@ -85,6 +95,37 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
   }
 
  private:
+  // Every case's cost on the backend it resolves to here (a case no backend can run costs
+  // nothing: it comes back unsupported), each call against max_call_seconds and the whole
+  // against max_job_seconds; then the host memory its largest numerics check holds, for the
+  // job's life. Each case's pieces are sized to its backend's measured rate.
+  absl::Status AdmitCost() {
+    const Throughputs& t = device_->throughputs();
+    const AdmissionLimits& limits = service_->config_.admission;
+    Cost total;
+    int64_t host_bytes = 0;
+    piece_flops_.assign(cases_.size(), 0);
+    for (size_t i = 0; i < cases_.size(); ++i) {
+      const BenchCase& c = cases_[i];
+      auto backend = BackendRegistry::Default().Resolve(c.backend, c.problem, device_->info());
+      if (!backend.ok()) continue;
+      const Cost cost = CaseCost(c.problem, **backend, options_, t);
+      const std::string what = absl::StrFormat("cases[%d] (%s)", i, c.section);
+      if (auto s = AdmitCall(what, c.problem, **backend, cost, t, limits); !s.ok()) return s;
+      total.flops += cost.flops;
+      total.bytes += cost.bytes;
+      total.seconds += cost.seconds;
+      host_bytes = std::max(host_bytes, cost.host_bytes);
+      piece_flops_[i] = PieceFlops(**backend, c.problem.dtype, t);
+    }
+    if (auto s = AdmitJob(total, static_cast<int>(cases_.size()), limits); !s.ok()) return s;
+    call_->estimated_s = total.seconds;
+    auto host = service_->host_budget_.Reserve(host_bytes, "the job's numerics checks");
+    if (!host.ok()) return host.status();
+    call_->host = *std::move(host);
+    return absl::OkStatus();
+  }
+
   absl::Status Queue(size_t index, bool continuation) {
     Task task;
     task.client = call_->client;
@@ -99,15 +140,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     call_->queue_s += wait;
     service_->metrics_.QueueWait(device_->index(), wait);
     const int total = static_cast<int>(cases_.size());
-    if (cancel_ || context_->IsCancelled()) {
-      return End(absl::CancelledError(
-          absl::StrFormat("benchmark cancelled after %d of %d cases", index, total)));
-    }
-    if (Clock::now() > deadline_) {
-      return End(absl::DeadlineExceededError(absl::StrFormat(
-          "deadline passed after %d of %d cases; set a longer deadline or run fewer cases",
-          index, total)));
-    }
+    if (absl::Status s = call_->stop->Check(); !s.ok()) return End(Stopped(s, index, total));
     const BenchCase& c = cases_[index];
     v1::RunBenchmarkEvent started;
     started.mutable_case_started()->set_index(static_cast<int>(index));
@@ -117,7 +150,8 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
 
     BenchOptions options = options_;
     options.seed = options_.seed + 3 * 64 * index;  // the seeds a whole-job RunBenchmark uses
-    auto results = attn::RunBenchmark({c}, options, context, nullptr, &cancel_);
+    options.run.max_piece_flops = piece_flops_[index];
+    auto results = attn::RunBenchmark({c}, options, context, nullptr, call_->stop.get());
     if (!results.ok()) return End(results.status());
     const BenchResult& r = results->front();
     service_->metrics_.BenchmarkCase(r.backend, CodeName(r.status.code()));
@@ -130,10 +164,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
       ++failed_;
     }
     Send(ResultEvent(r, static_cast<int>(index), total));
-    if (r.status.code() == absl::StatusCode::kCancelled) {
-      return End(absl::CancelledError(
-          absl::StrFormat("benchmark cancelled during case %d of %d", index + 1, total)));
-    }
+    if (absl::Status s = call_->stop->Check(); !s.ok()) return End(Stopped(s, index + 1, total));
     if (index + 1 < cases_.size()) {
       if (auto s = Queue(index + 1, true); !s.ok()) End(s);
       return;
@@ -202,9 +233,21 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     return event;
   }
 
+  // The job's end status for a stop after `done` of `total` cases.
+  static absl::Status Stopped(const absl::Status& why, size_t done, int total) {
+    if (absl::IsDeadlineExceeded(why)) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "deadline passed after %d of %d cases; set a longer deadline (at most "
+          "--max_job_seconds) or run fewer cases",
+          done, total));
+    }
+    return absl::Status(why.code(), absl::StrFormat("%s; stopped after %d of %d cases",
+                                                    why.message(), done, total));
+  }
+
   void Send(v1::RunBenchmarkEvent event) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (end_requested_ || cancel_) return;
+    if (end_requested_ || !call_->stop->Check().ok()) return;
     pending_.push_back(std::move(event));
     if (writing_) return;
     writing_ = true;
@@ -235,11 +278,10 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
   grpc::CallbackServerContext* const context_;
   const std::shared_ptr<AttentionService::Call> call_;
   std::shared_ptr<BenchmarkJob> self_;
-  Clock::time_point deadline_;
   DeviceWorkers* device_ = nullptr;
   BenchOptions options_;
   std::vector<BenchCase> cases_;
-  std::atomic<bool> cancel_{false};
+  std::vector<double> piece_flops_;  // per case
   int ok_ = 0, unsupported_ = 0, failed_ = 0;  // touched by one case task at a time
 
   std::mutex mu_;
@@ -252,7 +294,10 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
 
 AttentionService::AttentionService(ServiceConfig config, std::vector<DeviceWorkers*> devices,
                                    Metrics& metrics)
-    : config_(std::move(config)), devices_(std::move(devices)), metrics_(metrics) {}
+    : config_(std::move(config)),
+      devices_(std::move(devices)),
+      metrics_(metrics),
+      host_budget_(config_.admission.max_host_bytes) {}
 
 std::shared_ptr<AttentionService::Call> AttentionService::NewCall(
     const char* rpc, grpc::CallbackServerContext* context, const std::string& client_id) {
@@ -262,11 +307,38 @@ std::shared_ptr<AttentionService::Call> AttentionService::NewCall(
   call->peer = context->peer();
   call->client = client_id.empty() ? call->peer : client_id;
   call->accepted = Clock::now();
+  call->stop = std::make_shared<StopToken>(Deadline(context, call->accepted));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(call->stop.get());
+  }
   ++metrics_.inflight;
   return call;
 }
 
-void AttentionService::Done(const Call& call, const absl::Status& status) {
+void AttentionService::OnCallCancelled(Call& call) {
+  // gRPC cancels a call whose deadline passed too; say which it was. gRPC's timer and our
+  // steady-clock copy of the deadline can differ by a few ms.
+  if (Clock::now() + std::chrono::milliseconds(100) >= call.stop->deadline()) {
+    call.stop->RequestStop(absl::DeadlineExceededError("the call's deadline passed"));
+  } else {
+    call.stop->RequestStop(absl::CancelledError("cancelled by the client"));
+  }
+}
+
+void AttentionService::Done(Call& call, const absl::Status& work_status) {
+  // The client of a call stopped by its cancel or deadline gets that, whatever the work returned.
+  absl::Status status = work_status;
+  if (absl::Status stopped = call.stop->Check();
+      !stopped.ok() && (absl::IsCancelled(stopped) || absl::IsDeadlineExceeded(stopped)) &&
+      (status.ok() || status.code() != stopped.code())) {
+    status = stopped;
+  }
+  call.host.Release();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(call.stop.get());
+  }
   const double total = Seconds(Clock::now() - call.accepted);
   const char* code = CodeName(status.code());
   metrics_.Request(call.rpc, code, total);
@@ -281,6 +353,7 @@ void AttentionService::Done(const Call& call, const absl::Status& status) {
     fields.emplace_back("queue_ms", absl::StrFormat("%.3f", call.queue_s * 1e3));
     fields.emplace_back("device_ms", absl::StrFormat("%.3f", call.device_s * 1e3));
   }
+  if (call.estimated_s >= 0) fields.emplace_back("estimated_ms", absl::StrFormat("%.3f", call.estimated_s * 1e3));
   if (call.client != call.peer) fields.emplace_back("client", call.client);
   if (!status.ok()) fields.emplace_back("error", std::string(status.message()));
   Log(status.ok() || status.code() == absl::StatusCode::kInvalidArgument ||
@@ -297,10 +370,12 @@ Clock::time_point AttentionService::Deadline(grpc::CallbackServerContext* contex
   const auto by_default =
       accepted + std::chrono::duration_cast<Clock::duration>(
                      std::chrono::duration<double>(config_.default_deadline_s));
+  const auto longest = accepted + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(config_.admission.max_job_seconds));
   const auto client = context->deadline();
-  if (client == std::chrono::system_clock::time_point::max()) return by_default;
+  if (client == std::chrono::system_clock::time_point::max()) return std::min(by_default, longest);
   const auto left = client - std::chrono::system_clock::now();
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+  return std::min(Clock::now() + std::chrono::duration_cast<Clock::duration>(left), longest);
 }
 
 absl::Status AttentionService::Admit() const {
@@ -337,9 +412,9 @@ int AttentionService::WaitIdle(double timeout_s) {
   return metrics_.inflight.load();
 }
 
-void AttentionService::CancelJobs() {
+void AttentionService::StopAll(const absl::Status& why) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& job : jobs_) job->Cancel();
+  for (StopToken* stop : live_) stop->RequestStop(why);
 }
 
 grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerContext* context,
@@ -387,6 +462,9 @@ grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerCo
   limits->set_max_repeats(config_.limits.max_repeats);
   limits->set_max_case_budget_seconds(config_.limits.max_case_budget_s);
   limits->set_default_deadline_seconds(config_.default_deadline_s);
+  limits->set_max_call_seconds(config_.admission.max_call_seconds);
+  limits->set_max_job_seconds(config_.admission.max_job_seconds);
+  limits->set_max_host_bytes(config_.admission.max_host_bytes);
   info->add_suites("codelab");
   info->add_suites("large");
   Done(*call, absl::OkStatus());
@@ -398,8 +476,8 @@ grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* context,
                                                    const v1::AttendRequest* request,
                                                    v1::AttendResponse* response) {
-  auto* reactor = context->DefaultReactor();
   auto call = NewCall("Attend", context, request->client_id());
+  auto* reactor = new AttendReactor(call);
   const auto finish = [this, reactor, call, response](const absl::Status& status) {
     response->mutable_timings()->set_queue_seconds(call->queue_s);
     response->mutable_timings()->set_device_seconds(call->device_s);
@@ -428,7 +506,16 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
   const AttentionProblem p = *problem;
   const int64_t e = DTypeSize(p.dtype);
   const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
-  // Inputs and output alone must fit one worker's arena; the workspace is added on the worker.
+  // Cost admission before the request takes a queue slot: device time, device memory (inputs
+  // and output must fit one worker's arena; the workspace is added on the worker), host memory
+  // (the request as received and the reply).
+  const Throughputs& rates = device->throughputs();
+  const Cost cost = CallCost(p, **backend, rates);
+  if (auto s = AdmitCall("Attend", p, **backend, cost, rates, config_.admission); !s.ok()) {
+    finish(s);
+    return reactor;
+  }
+  call->estimated_s = cost.seconds;
   if (2 * qb + 2 * kvb > device->arena_capacity()) {
     finish(absl::ResourceExhaustedError(absl::StrFormat(
         "needs %d bytes for q, k, v and out alone, but a worker's arena on device %d holds %d; "
@@ -436,17 +523,29 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
         2 * qb + 2 * kvb, device->index(), device->arena_capacity())));
     return reactor;
   }
-  const Clock::time_point deadline = Deadline(context, call->accepted);
+  auto host = host_budget_.Reserve(
+      static_cast<int64_t>(request->ByteSizeLong()) + (request->omit_output() ? 0 : qb), "Attend");
+  if (!host.ok()) {
+    finish(host.status());
+    return reactor;
+  }
+  call->host = *std::move(host);
   Task task;
   task.client = call->client;
-  task.run = [this, context, request, response, call, finish, p, qb, kvb, deadline, device,
+  task.run = [this, request, response, call, finish, p, qb, kvb, device,
+              piece_flops = PieceFlops(**backend, p.dtype, rates),
               b = *backend](DeviceContext& dc, Clock::time_point queued) {
     call->queue_s = Seconds(Clock::now() - queued);
     metrics_.QueueWait(device->index(), call->queue_s);
-    if (context->IsCancelled()) return finish(absl::CancelledError("cancelled by the client while queued"));
-    if (Clock::now() > deadline) {
-      return finish(absl::DeadlineExceededError(absl::StrFormat(
-          "deadline passed after %.3f s in the queue; retry with a longer deadline", call->queue_s)));
+    // Cancelled, expired or shut down while queued: answered without touching the device.
+    if (absl::Status s = call->stop->Check(); !s.ok()) {
+      if (absl::IsDeadlineExceeded(s)) {
+        s = absl::DeadlineExceededError(absl::StrFormat(
+            "deadline passed after %.3f s in the queue; retry with a longer deadline", call->queue_s));
+      } else if (absl::IsCancelled(s)) {
+        s = absl::CancelledError("cancelled by the client while queued");
+      }
+      return finish(s);
     }
     // Memory admission: inputs, output and the backend's workspace, before anything launches.
     auto workspace = b->WorkspaceBytes(p, dc);
@@ -469,10 +568,15 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
       void* dst[3] = {t.q.data, t.k.data, t.v.data};
       for (int i = 0; i < 3 && s.ok(); ++i) s = dc.CopyToDevice(dst[i], src[i]->data(), src[i]->size());
     } else {
-      s = FillInputs(dc, p, t, request->generated().seed());
+      s = FillInputs(dc, p, t, request->generated().seed(), call->stop.get());
     }
     if (!s.ok()) return finish(s);
-    auto ms = TimeOnDevice(dc, [&] { return RunAttention(*b, p, t, dc); }, 0, 1);
+    // The call in pieces of ~kPieceSeconds that check the stop token: a cancel, the deadline
+    // or the shutdown ends it within about two pieces, the device idle and the arena freed.
+    RunOptions run;
+    run.stop = call->stop.get();
+    run.max_piece_flops = piece_flops;
+    auto ms = TimeOnDevice(dc, [&] { return RunAttention(*b, p, t, dc, run); }, 0, 1);
     if (!ms.ok()) return finish(ms.status());
     call->device_s = ms->front() / 1e3;
     metrics_.DeviceTime(b->name(), std::string(DTypeName(p.dtype)), p.causal, call->device_s);

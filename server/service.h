@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "attention/v1/attention.grpc.pb.h"
+#include "attn/stop.h"
+#include "server/admission.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/validation.h"
@@ -19,6 +21,7 @@ namespace attn::server {
 
 struct ServiceConfig {
   RequestLimits limits;
+  AdmissionLimits admission;
   double default_deadline_s = 60;  // for calls that set none
   std::string version;
   std::string hostname;
@@ -47,8 +50,9 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
   void StartDraining();
   // Waits until no request is in flight or `timeout_s` passes; returns how many remain.
   int WaitIdle(double timeout_s);
-  // Cancels the benchmark jobs still running (their remaining cases come back CANCELLED).
-  void CancelJobs();
+  // Stops every request in flight with `why`: queued ones are answered with it when a worker
+  // takes them (at once), running ones at their next piece, benchmark jobs at their current case.
+  void StopAll(const absl::Status& why);
 
   // One request's record: what the log line and metrics report when it finishes.
   struct Call {
@@ -56,17 +60,28 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
     std::string rpc, peer, client, backend, shape;
     Clock::time_point accepted;
     double queue_s = 0, device_s = 0;
+    double estimated_s = -1;  // admitted cost; -1 before admission
+    // The call's deadline (the client's, cut to --max_job_seconds) and its stop reasons: the
+    // client's cancel and the server's shutdown.
+    std::shared_ptr<StopToken> stop;
+    HostBudget::Reservation host;  // host memory held until the call is done
   };
+
+  // The gRPC callback for a cancelled call (by the client, or its deadline): stops its work.
+  static void OnCallCancelled(Call& call);
 
  private:
   friend class BenchmarkJob;
 
   std::shared_ptr<Call> NewCall(const char* rpc, grpc::CallbackServerContext* context,
                                 const std::string& client_id);
-  // Logs the request line and records metrics; the caller then finishes the RPC.
-  void Done(const Call& call, const absl::Status& status);
-  // Steady-clock deadline of a call: the client's, or default_deadline_s after acceptance.
+  // Logs the request line and records metrics with the status the client gets (a cancelled
+  // or expired call's, whatever the work returned); the caller then finishes the RPC.
+  void Done(Call& call, const absl::Status& status);
+  // Steady-clock deadline of a call: the client's, or default_deadline_s after acceptance; at
+  // most max_job_seconds after acceptance.
   Clock::time_point Deadline(grpc::CallbackServerContext* context, Clock::time_point accepted) const;
+
   // UNAVAILABLE while draining or not serving; OK otherwise.
   absl::Status Admit() const;
   // The device with the fewest waiting tasks, or the one named (-1: any).
@@ -80,6 +95,8 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
   std::mutex mu_;
   std::condition_variable idle_;
   std::set<std::shared_ptr<BenchmarkJob>> jobs_;
+  std::set<StopToken*> live_;  // the stop tokens of calls in flight
+  HostBudget host_budget_;
 };
 
 }  // namespace attn::server

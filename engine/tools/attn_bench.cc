@@ -23,6 +23,7 @@
 #include "attn/device.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
+#include "flags_help.h"
 
 ABSL_FLAG(std::string, backend, "auto", "comma list of backend names (see --list) or auto");
 ABSL_FLAG(bool, autotune, false, "let backends with several plans time them and keep the fastest");
@@ -241,7 +242,7 @@ int RunSuite(attn::DeviceContext& context) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Times an attn backend over shapes on one device.");
+  attn::HandleHelpFlag(argc, argv, "attn-bench: times an attn backend over shapes on one device.");
   absl::ParseCommandLine(argc, argv);
 
   int ordinal = absl::GetFlag(FLAGS_device);

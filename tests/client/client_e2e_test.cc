@@ -227,7 +227,7 @@ TEST_F(ClientE2E, AFailedCaseExitsOneAndSaysWhy) {
                  "--warmup=0 --repeats=1");
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_NE(r.out.find("RESOURCE_EXHAUSTED"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("arena"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("over --max_call_seconds=30"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 failed"), std::string::npos) << r.out;
 }
 
@@ -242,9 +242,8 @@ TEST_F(ClientE2E, InterruptCancelsTheJobOnTheServer) {
     freopen(err.c_str(), "w", stderr);
     const std::string binary = BinaryPath("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY);
     const std::string target = Target();
-    // The cpu backend can stop only between calls, so one call must be short next to the test's
-    // 10 s bound even with another test loading both cores (B=4 took 14 s a call there in CI):
-    // B=1 is 8.6 GFLOP, about 1-2 s a call on 2 cores; 200 repeats hold the worker for minutes.
+    // B=1 is 8.6 GFLOP, about 1-2 s a call on 2 cores; 200 repeats hold the worker for minutes
+    // (the cpu backend also stops inside a call, row by row).
     execl(binary.c_str(), binary.c_str(), target.c_str(), "bench", "--batch-sizes=1",
           "--seq-lens=2048", "--heads=8", "--head-dims=64", "--dtypes=float32", "--backends=cpu",
           "--warmup=0", "--repeats=200", "--budget=60", "--progress=bar",

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "server_process.h"
+#include "server/server_helpers.h"
 
 namespace attn::server {
 namespace {
@@ -30,31 +31,9 @@ using ::attn::testing::Compare;
 using ::attn::testing::Decode;
 using ::attn::testing::MakeOperand;
 using ::attn::testing::ToleranceFor;
-
-ServerOptions CpuOptions() {
-  ServerOptions o;
-  o.listen_address = "127.0.0.1:0";
-  o.metrics_address = "127.0.0.1:0";
-  o.devices = "cpu";
-  o.arena_bytes = int64_t{256} << 20;
-  o.limits.max_request_bytes = int64_t{8} << 20;
-  return o;
-}
-
-std::unique_ptr<v1::AttentionService::Stub> Connect(int port) {
-  return v1::AttentionService::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
-}
-
-v1::Shape MakeShape(int64_t b, int64_t t, int64_t n, int64_t h, int64_t k = 0) {
-  v1::Shape s;
-  s.set_batch(b);
-  s.set_q_len(t);
-  s.set_num_heads(n);
-  s.set_head_dim(h);
-  s.set_num_kv_heads(k);
-  return s;
-}
+using ::attn::testing::Connect;
+using ::attn::testing::CpuOptions;
+using ::attn::testing::MakeShape;
 
 // grpc.health.v1.Health/Check as a kubelet gRPC probe makes it, without generated stubs:
 // HealthCheckRequest is field 1 (service, a string), HealthCheckResponse field 1 (status).
@@ -333,9 +312,17 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
          r.clear_tensors();
          r.mutable_generated()->set_seed(1);
          r.set_omit_output(true);
-         r.mutable_shape()->set_q_len(1 << 21);
+         r.mutable_shape()->set_kv_len(1 << 22);  // 1 GiB of K and V, few FLOPs
        },
        grpc::RESOURCE_EXHAUSTED, "for q, k, v and out alone"},
+      {"cost",
+       [](auto& r) {
+         r.clear_tensors();
+         r.mutable_generated()->set_seed(1);
+         r.set_omit_output(true);
+         r.mutable_shape()->set_q_len(1 << 21);
+       },
+       grpc::RESOURCE_EXHAUSTED, "over --max_call_seconds=30; use a smaller shape"},
   };
   for (const Rule& rule : rules) {
     v1::AttendRequest req;
