@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Offline checks of the deployment files: Dockerfile, deploy/ (kustomize, Grafana, Prometheus
-# rules), terraform/. No cluster, cloud account or network is used (beyond installing the tools
-# below when missing). One line per check; exits non-zero if any check fails.
+# rules; the cohort's JupyterLab and its image, client/python/Dockerfile), terraform/. No
+# cluster, cloud account or network is used (beyond installing the tools below when missing).
+# One line per check; exits non-zero if any check fails.
 #
 #   scripts/deploy-check.sh                 run every check (about half a minute once installed)
 #   scripts/deploy-check.sh --write-rules   regenerate the GMP Rules / PrometheusRule objects
@@ -187,6 +188,12 @@ check "README's live overlay" sh -c "kubectl kustomize '$work/attn-live' \
 
 check "dockerfile" "${checker[@]}" dockerfile Dockerfile --flags "$flagfile"
 
+# The cohort's JupyterLab (deploy/jupyter, its image client/python/Dockerfile) against deploy/'s
+# render: its ATTN_TARGET is a gRPC port of an attn-server Service that admits its namespace.
+jupyter_render=$work/render/deploy_jupyter.yaml
+check "jupyter deploy/jupyter" "${checker[@]}" jupyter "$jupyter_render" --server-render "$work/render/deploy.yaml" \
+  --dockerfile client/python/Dockerfile
+
 # --- Prometheus rules --------------------------------------------------------------------------
 check "promtool check rules" "$promtool" check rules "$rules"
 check "promtool test rules" "$promtool" test rules "$rule_tests"
@@ -314,6 +321,17 @@ if command -v terraform >/dev/null 2>&1; then
   reject "zone outside region" "zone must be a zone of region" \
     tf_plan project_id=attn-workshop-1 region=europe-west4 zone=us-central1-a
 fi
+
+mkdir -p "$work/jupyter"
+sed 's|svc.cluster.local:50051$|svc.cluster.local:50052|' "$jupyter_render" >"$work/jupyter/wrong-port.yaml"
+reject "JupyterLab whose ATTN_TARGET is not a gRPC port" "is not a grpc port of Service" \
+  "${checker[@]}" jupyter "$work/jupyter/wrong-port.yaml" --server-render "$work/render/deploy.yaml"
+sed '/^ *attn-cohort: "true"$/d' "$jupyter_render" >"$work/jupyter/unlabelled-namespace.yaml"
+reject "JupyterLab in a namespace attn-server does not admit" "is not admitted to the gRPC port" \
+  "${checker[@]}" jupyter "$work/jupyter/unlabelled-namespace.yaml" --server-render "$work/render/deploy.yaml"
+sed 's/^USER 10001:10001$/USER root/' client/python/Dockerfile >"$work/jupyter/Dockerfile"
+reject "JupyterLab image that runs as root" "numeric non-root USER" \
+  "${checker[@]}" jupyter "$jupyter_render" --server-render "$work/render/deploy.yaml" --dockerfile "$work/jupyter/Dockerfile"
 
 reject "scrape that promtool check metrics rejects" 'should have "_total" suffix' \
   sh -c "'$promtool' check metrics <'$broken/unclean-scrape.txt'"

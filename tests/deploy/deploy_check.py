@@ -27,6 +27,11 @@ exits 1. Nothing here needs a cluster, a cloud account or the network.
                        scripts/apt-packages.txt + deps.sh, numeric non-root user, the two
                        binaries, ports matching the flag file, every source CMake builds in
                        the build context (.dockerignore)
+  jupyter RENDER --server-render RENDER [--dockerfile FILE]
+                       the cohort's JupyterLab (deploy/jupyter): a restricted pod with writable
+                       home and /tmp, a LoadBalancer on its port, ATTN_TARGET naming a gRPC port
+                       of an attn-server Service whose NetworkPolicy admits its namespace; the
+                       image's USER, EXPOSE, pinned pip installs and entrypoint
 """
 import argparse
 import json
@@ -296,19 +301,20 @@ def cmd_policy(args):
     problems.require(dig(c, "readinessProbe", "grpc", "service") == "attention.v1.AttentionService",
                      f"{cw}: readinessProbe must ask about attention.v1.AttentionService")
 
-    # Drain: preStop + --shutdown_grace_s + what attn-server takes after its grace (Server::Drain:
-    # cancel the benchmark jobs still running and wait up to 5 s for them, then a 1 s gRPC
-    # shutdown) fit in the termination grace period, with a second to exit, and not much more.
+    # Drain: preStop + --shutdown_grace_s + what attn-server takes after its grace (Server::Drain
+    # stops what is left and waits up to 2 s for the answers, then a 1 s gRPC shutdown; main's
+    # watchdog ends the process at grace + 4 s whatever runs) fit in the termination grace
+    # period, with a second to exit, and not much more.
     pre_stop = dig(c, "lifecycle", "preStop", "sleep", "seconds")
     grace = spec.get("terminationGracePeriodSeconds")
     if problems.require(pre_stop is not None, f"{cw}: needs a preStop sleep (endpoints drop the pod first)") \
             and problems.require(grace is not None, f"{where}: terminationGracePeriodSeconds not set"):
         drain = float(flags.get("shutdown_grace_s", 25))
-        after = 5 + 1 + 1
+        after = 4 + 1
         problems.require(pre_stop + drain + after <= grace <= pre_stop + drain + 30,
                          f"{where}: terminationGracePeriodSeconds {grace} does not match preStop {pre_stop} s"
-                         f" + --shutdown_grace_s {drain:g} s (+{after}..30 s: cancelling what is left takes"
-                         f" attn-server up to 6 s, then it exits)")
+                         f" + --shutdown_grace_s {drain:g} s (+{after}..30 s: stopping what is left takes"
+                         f" attn-server up to 4 s, then it exits)")
 
     # Services: selectors reach the pods, target ports exist; one ClusterIP, one headless.
     services = by_kind.get("Service", [])
@@ -936,9 +942,9 @@ def cmd_server_flags(args):
 
 # --- dockerfile --------------------------------------------------------------------------------
 
-def cmd_dockerfile(args):
-    problems = Problems()
-    path = pathlib.Path(args.file)
+def dockerfile_stages(path):
+    """(instruction lines with continuations joined, stages): each stage {"from": image,
+    "lines": [(INSTRUCTION, rest), ...]}."""
     lines, buf = [], ""
     for raw in path.read_text().splitlines():
         if raw.lstrip().startswith("#") and not buf:
@@ -955,6 +961,13 @@ def cmd_dockerfile(args):
             stages.append({"from": rest.split()[0], "lines": []})
         elif stages:
             stages[-1]["lines"].append((word.upper(), rest))
+    return lines, stages
+
+
+def cmd_dockerfile(args):
+    problems = Problems()
+    path = pathlib.Path(args.file)
+    lines, stages = dockerfile_stages(path)
     if not problems.require(len(stages) >= 2, f"{path.name}: needs a build stage and a runtime stage"):
         return problems.report("")
     problems.require("cudnn-devel" in stages[0]["from"], f"{path.name}: the first stage must be a CUDA + cuDNN devel image")
@@ -1001,6 +1014,128 @@ def cmd_dockerfile(args):
     return problems.report(f"{len(stages)} stages ({stages[0]['from']} -> {stages[-1]['from']}), packages from "
                            f"scripts/apt-packages.txt, USER {users[-1] if users else '?'}, the two binaries only; "
                            f"the {len(sources)} sources CMake names are in the build context")
+
+
+# --- the cohort's JupyterLab -------------------------------------------------------------------
+
+JUPYTER = "attn-jupyter"
+# What attn_client reads from ATTN_TARGET inside the cluster: a Service's DNS name and port.
+SERVICE_TARGET = re.compile(r"^(?:dns:///)?(?P<svc>[a-z0-9-]+)\.(?P<ns>[a-z0-9-]+)\.svc(?:\.cluster\.local)?:(?P<port>[0-9]+)$")
+
+
+def cmd_jupyter(args):
+    """deploy/jupyter against the server's render: a restricted pod, a LoadBalancer on its port,
+    ATTN_TARGET naming a gRPC port of an attn-server Service, from a namespace the server's
+    NetworkPolicy admits to that port; the image's USER and EXPOSE as the pod expects."""
+    docs, server_docs = load_docs(args.render), load_docs(args.server_render)
+    problems = Problems()
+    deps = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == JUPYTER]
+    if not problems.require(deps, f"no {JUPYTER} Deployment in {args.render}"):
+        return problems.report("")
+    dep = deps[0]
+    where = f"Deployment/{JUPYTER}"
+    ns_name = dep["metadata"].get("namespace", "default")
+    pod = dep["spec"]["template"]
+    pod_labels = dig(pod, "metadata", "labels") or {}
+    spec = pod["spec"]
+    problems.require(selector_matches(dep["spec"].get("selector"), pod_labels),
+                     f"{where}: spec.selector does not match the pod template's labels")
+    containers = spec.get("containers") or []
+    if not problems.require(len(containers) == 1, f"{where}: expected one container (JupyterLab)"):
+        return problems.report("")
+    c = containers[0]
+    cw = f"{where} container {c.get('name')}"
+
+    # Pod Security "restricted" (the cohort namespace warns on less), and no GPU.
+    psc, csc = spec.get("securityContext") or {}, c.get("securityContext") or {}
+    problems.require(psc.get("runAsNonRoot") is True and isinstance(psc.get("runAsUser"), int) and psc["runAsUser"] > 0,
+                     f"{where}: pod securityContext needs runAsNonRoot: true and a numeric non-root runAsUser")
+    problems.require(dig(psc, "seccompProfile", "type") == "RuntimeDefault", f"{where}: pod seccompProfile must be RuntimeDefault")
+    problems.require(spec.get("automountServiceAccountToken") is False,
+                     f"{where}: automountServiceAccountToken must be false (notebooks call no Kubernetes API)")
+    problems.require(csc.get("allowPrivilegeEscalation") is False, f"{cw}: allowPrivilegeEscalation must be false")
+    problems.require("ALL" in (dig(csc, "capabilities", "drop") or []), f"{cw}: capabilities must drop ALL")
+    problems.require(not dig(csc, "capabilities", "add") and csc.get("privileged") is not True, f"{cw}: adds privileges")
+    for section in ("requests", "limits"):
+        for res in ("cpu", "memory"):
+            problems.require(dig(c, "resources", section, res) is not None, f"{cw}: no {section}.{res}")
+    problems.require(not dig(c, "resources", "limits", "nvidia.com/gpu"),
+                     f"{cw}: holds a GPU; notebooks send their work to attn-server")
+    # A read-only root: JupyterLab's home and /tmp must be writable volumes.
+    env = {e["name"]: e.get("value") for e in c.get("env") or []}
+    mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts") or []}
+    volumes = {v["name"]: v for v in spec.get("volumes") or []}
+    problems.require(csc.get("readOnlyRootFilesystem") is True, f"{cw}: readOnlyRootFilesystem must be true")
+    for path in (env.get("HOME"), "/tmp"):
+        problems.require(path and path in mounts and "emptyDir" in volumes.get(mounts[path], {}),
+                         f"{cw}: {path or 'HOME (unset)'} must be an emptyDir mount (the root is read-only)")
+
+    # The LoadBalancer reaches JupyterLab's port; the probes ask that port.
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+    lbs = [s for s in docs if s["kind"] == "Service" and dig(s, "spec", "type") == "LoadBalancer"
+           and dig(s, "spec", "selector") and selector_matches({"matchLabels": dig(s, "spec", "selector")}, pod_labels)]
+    if problems.require(lbs, f"no LoadBalancer Service selects the {JUPYTER} pods"):
+        for p in dig(lbs[0], "spec", "ports") or []:
+            tp = p.get("targetPort", p.get("port"))
+            problems.require(tp in ports or tp in ports.values(),
+                             f"Service/{lbs[0]['metadata']['name']}: targetPort {tp} is not a port of the pod")
+    for probe in ("readinessProbe", "livenessProbe"):
+        port = dig(c, probe, "httpGet", "port")
+        problems.require(port in ports or port in ports.values(), f"{cw}: {probe} must httpGet a port of the pod")
+
+    # ATTN_TARGET: an attn-server Service's gRPC port, from a namespace its NetworkPolicy admits.
+    target = env.get("ATTN_TARGET") or ""
+    m = SERVICE_TARGET.match(target)
+    admitted_by = ""
+    if problems.require(m, f"{cw}: ATTN_TARGET {target!r} is not a Service's name:port "
+                           f"([dns:///]NAME.NAMESPACE.svc.cluster.local:PORT)"):
+        svcs = [s for s in server_docs if s["kind"] == "Service" and s["metadata"]["name"] == m["svc"]
+                and s["metadata"].get("namespace") == m["ns"]]
+        if problems.require(svcs, f"{cw}: ATTN_TARGET names Service {m['ns']}/{m['svc']}, which {args.server_render} lacks"):
+            svc_ports = [p for p in dig(svcs[0], "spec", "ports") or [] if str(p.get("port")) == m["port"]]
+            problems.require(svc_ports and svc_ports[0].get("targetPort") == "grpc",
+                             f"{cw}: ATTN_TARGET's port {m['port']} is not a grpc port of Service {m['ns']}/{m['svc']}")
+            selector = dig(svcs[0], "spec", "selector") or {}
+            ns_objs = [n for n in docs + server_docs if n["kind"] == "Namespace" and n["metadata"]["name"] == ns_name]
+            ns_labels = {"kubernetes.io/metadata.name": ns_name,
+                         **((dig(ns_objs[0], "metadata", "labels") or {}) if ns_objs else {})}
+            for pol in server_docs:
+                if pol["kind"] != "NetworkPolicy" or pol["metadata"].get("namespace") != m["ns"] \
+                        or not selector_matches(dig(pol, "spec", "podSelector"), selector):
+                    continue
+                for rule in dig(pol, "spec", "ingress") or []:
+                    if "grpc" not in {p.get("port") for p in rule.get("ports") or []}:
+                        continue
+                    for peer in rule.get("from") or []:
+                        if "namespaceSelector" in peer and selector_matches(peer["namespaceSelector"], ns_labels) \
+                                and ("podSelector" not in peer or selector_matches(peer["podSelector"], pod_labels)):
+                            admitted_by = pol["metadata"]["name"]
+            problems.require(admitted_by, f"{where}: namespace {ns_name} (labels {ns_labels}) is not admitted to the gRPC "
+                                          f"port of {m['ns']}/{m['svc']} by any NetworkPolicy there")
+
+    # The image: a numeric non-root USER (the pod's runAsUser), EXPOSE of the pod's port, the
+    # pinned versions, JupyterLab as the entrypoint.
+    user = ""
+    if args.dockerfile:
+        path = pathlib.Path(args.dockerfile)
+        _, stages = dockerfile_stages(path)
+        final = stages[-1]["lines"] if stages else []
+        users = [rest.strip() for word, rest in final if word == "USER"]
+        user = users[-1] if users else ""
+        problems.require(re.fullmatch(r"[1-9][0-9]*(:[0-9]+)?", user) and int(user.split(":")[0]) == psc.get("runAsUser"),
+                         f"{path.name}: the final stage must end as a numeric non-root USER equal to the pod's "
+                         f"runAsUser ({psc.get('runAsUser')}); it has {user or 'none'}")
+        exposed = {int(p.split("/")[0]) for word, rest in final if word == "EXPOSE" for p in rest.split()}
+        problems.require(set(ports.values()) <= exposed, f"{path.name}: EXPOSE {sorted(exposed)} lacks the pod's ports {sorted(ports.values())}")
+        installs = [rest for word, rest in final if word == "RUN" and "pip install" in rest]
+        problems.require(installs and all(" -c " in r and "constraints.txt" in r for r in installs),
+                         f"{path.name}: pip installs must take client/python/constraints.txt (-c), the tested versions")
+        problems.require(any("jupyter lab" in rest for word, rest in final if word in ("ENTRYPOINT", "CMD")),
+                         f"{path.name}: the entrypoint must start jupyter lab")
+
+    return problems.report(f"{where} in {ns_name}: restricted pod, LoadBalancer on :{next(iter(ports.values()), '?')}, "
+                           f"ATTN_TARGET {target} (admitted by NetworkPolicy/{admitted_by or '?'})"
+                           + (f", image USER {user}" if args.dockerfile else ""))
 
 
 def dockerignore_patterns(text):
@@ -1107,6 +1242,11 @@ def main():
     p.add_argument("file")
     p.add_argument("--flags")
     p.set_defaults(fn=cmd_dockerfile)
+    p = sub.add_parser("jupyter")
+    p.add_argument("render")
+    p.add_argument("--server-render", required=True, help="the render of deploy/ (attn-server's Services and policies)")
+    p.add_argument("--dockerfile", help="the JupyterLab image's Dockerfile (client/python/Dockerfile)")
+    p.set_defaults(fn=cmd_jupyter)
     args = ap.parse_args()
     sys.exit(args.fn(args))
 
