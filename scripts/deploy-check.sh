@@ -280,12 +280,12 @@ sed 's/(attn_queue_depth) >= 48/(attn_queue_depth) >= 40/' deploy/components/gmp
 reject "Rules object edited by hand" "differ from" "${checker[@]}" rules-sync "$work/weak/gmp-rules.yaml"
 cp -r deploy/base/. "$work/base-copy/"
 sed -i 's/^--queue_depth=64$/--queue_depth=32/' "$work/base-copy/attn-server.flags"
-# 35 s = 5 + 25 + 5: no room for the 6 s attn-server may take to cancel what is left and stop.
-sed -i 's/terminationGracePeriodSeconds: 40/terminationGracePeriodSeconds: 35/' "$work/base-copy/deployment.yaml"
+# 33 s = 5 + 25 + 3: no room for the 4 s attn-server may take to stop what is left and exit.
+sed -i 's/terminationGracePeriodSeconds: 40/terminationGracePeriodSeconds: 33/' "$work/base-copy/deployment.yaml"
 reject "alert above the queue depth" "can never fire" render_and "$work/base-copy" policy --rules "$rules"
 reject "grace period without room for the drain's cancellation" "does not match preStop" render_and "$work/base-copy" policy --rules "$rules"
 sed 's/^--devices=0$/--devices=/' deploy/base/attn-server.flags >"$work/base-copy/attn-server.flags"
-sed -i 's/terminationGracePeriodSeconds: 35/terminationGracePeriodSeconds: 40/' "$work/base-copy/deployment.yaml"
+sed -i 's/terminationGracePeriodSeconds: 33/terminationGracePeriodSeconds: 40/' "$work/base-copy/deployment.yaml"
 reject "GPU pod that may fall back to the cpu backend" "must name its GPUs" render_and "$work/base-copy" policy
 sed -i 's/^\(\s*\)- gke-gmp-system$/&\n\1- default/' "$work/base-copy/networkpolicy.yaml"
 reject "metrics open to a namespace that is not monitoring" "metrics admitted from ['default']" \

@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -50,7 +52,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attn-server: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  // Signals are taken by sigwait below, so every thread started from here on blocks them.
+  // protobuf reports each malformed string field of a request on stderr; a client sending such
+  // requests in a loop would fill the log. The client gets its error from gRPC; keep a trace.
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char* file, int line,
+                                     const std::string& message) {
+    attn::server::Log(spdlog::level::debug, "protobuf",
+                      {{"at", absl::StrCat(file, ":", line)}, {"message", message}});
+  });
+    // Signals are taken by sigwait below, so every thread started from here on blocks them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);

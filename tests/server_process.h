@@ -90,6 +90,10 @@ class ServerProcess {
   const std::string& log() const { return log_; }
 
   bool Signal(int sig) const { return pid_ > 0 && kill(pid_, sig) == 0; }
+  // The process id while it runs; -1 once waited for.
+  pid_t pid() const { return pid_; }
+  // True while the process has not exited.
+  bool Running() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
   // Waits for the process to exit and returns its waitpid status; -1 if there is none.
   int Wait() {
     int status = -1;
