@@ -78,8 +78,9 @@ def test_bad_targets(spec, expected):
 
 
 def test_targets_as_the_cli_reads_them(server, monkeypatch):
-    assert attn_client.parse_target("localhost:1,127.0.0.1:2")[1] == 2
-    assert attn_client.parse_target("127.0.0.1:1,127.0.0.1:2") == ("ipv4:127.0.0.1:1,127.0.0.1:2", 2)
+    assert attn_client.parse_target("127.0.0.1:1,127.0.0.2:2") == ("ipv4:127.0.0.1:1,127.0.0.2:2", 2)
+    assert attn_client.parse_target("[::1]:1,[::1]:2") == ("ipv6:[::1]:1,[::1]:2", 2)
+    assert attn_client.parse_target("attn-server:50051") == ("attn-server:50051", 1)  # left to gRPC
     # dns:/// and a comma list reach the same server; $ATTN_TARGET and $ATTN_TOKEN are the defaults.
     for target in (f"dns:///localhost:{server.port}", f"{server.address},{server.address}"):
         assert attn_client.Client(target).health().serving

@@ -67,3 +67,17 @@ def test_plots(golden):
     sweep = golden.plot("sequence sweep").axes[0]
     # cudnn bfloat16 is unsupported at T=256: its line stops at 128.
     assert [list(l.get_xdata()) for l in sweep.get_lines()] == [[64, 128, 256], [64, 128]]
+
+
+def test_fp8_unsupported_on_the_gpu(golden):
+    # An L4 (compute capability 8.9): cudnn_fp8 cannot run, so the FP8 section keeps bf16 alone
+    # and the FP8 table says why, as attn-client prints it.
+    results = attn_client.Results.from_json(GOLDEN / "results.json")
+    fp8 = next(r for r in results.cases if r.case.backend == "cudnn_fp8")
+    fp8.status, fp8.message, fp8.backend = "FAILED_PRECONDITION", "cudnn_fp8: needs compute capability >= 9.0", ""
+    fp8.ClearField("fp8")
+    table = results.table("fp8")
+    assert table.title == "FP8 attention — not available on this GPU"
+    assert table.rows == [["GPU", "NVIDIA H200"], ["FP8 support", "cudnn_fp8: needs compute capability >= 9.0"]]
+    bars = results.plot("FP8 vs bf16").axes[0]
+    assert [t.get_text() for t in bars.get_yticklabels()] == ["cudnn bfloat16"]

@@ -298,7 +298,7 @@ class Client:
 
     def info(self) -> ServerInfo:
         """Versions, devices, every backend's verdict on each device and dtype, limits, suites."""
-        return _from_proto(ServerInfo, self._unary(self._stub.GetServerInfo, pb.GetServerInfoRequest()))
+        return _from_proto(ServerInfo, self._server_info_proto())
 
     def _server_info_proto(self) -> pb.ServerInfo:
         return self._unary(self._stub.GetServerInfo, pb.GetServerInfoRequest())
