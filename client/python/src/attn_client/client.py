@@ -236,7 +236,8 @@ class Client:
     used round-robin); default $ATTN_TARGET, else localhost:50051. token: sent as
     ``authorization: Bearer <token>`` on every call; default $ATTN_TOKEN. tls: use TLS, with
     the system's roots or ca_file (PEM). timeout: seconds per call (a benchmark job: the whole
-    job); None means 60 s for info, health and attend and none for bench.
+    job); None means 60 s for info, health and attend, and for bench the longest job the server
+    allows.
     """
 
     def __init__(self, target: str | None = None, token: str | None = None, tls: bool = False,
@@ -391,7 +392,7 @@ class Client:
         results = Results(server=server, options=options, target=self.target,
                           command=f"bench({'suite=' + repr(suite) if suite is not None else f'cases=[{len(cases)}]'})")
         started = time.monotonic()
-        call = self._stub.RunBenchmark(request, timeout=self.timeout or None, metadata=self._metadata())
+        call = self._stub.RunBenchmark(request, timeout=self.timeout or _longest_job(server), metadata=self._metadata())
         bar = _Progress(progress)
         try:
             for event in call:
@@ -412,6 +413,13 @@ class Client:
             bar.close()
             results.wall_seconds = time.monotonic() - started
         return results
+
+
+def _longest_job(server: pb.ServerInfo) -> float:
+    """A job's deadline when the Client sets none: the longest the server grants (its
+    --max_job_seconds, where it says), else a day. A job sent without one would get the server's
+    per-call default (60 s), which a whole suite on the cpu backend can outlast."""
+    return getattr(server.limits, "max_job_seconds", 0.0) or 86400.0
 
 
 def _scale(scale: float | None) -> float:
