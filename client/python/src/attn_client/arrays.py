@@ -40,19 +40,15 @@ def dtype_name(dtype: Any) -> str:
 def to_numpy(x: Any, what: str) -> np.ndarray:
     """A host numpy array with x's values and dtype: numpy arrays as they are, JAX arrays and
     other __array__ objects through numpy (JAX's bfloat16 is ml_dtypes'), DLPack producers
-    through np.from_dlpack, and tensors on an accelerator through their .cpu() first."""
+    through np.from_dlpack; a PyTorch tensor that needs it detached and copied to the host."""
     if isinstance(x, np.ndarray):
         return x
+    if _is_torch_bfloat16(x):
+        # numpy has no bfloat16 of its own, so neither __array__ nor DLPack can hand one over;
+        # the same 16 bits, viewed as int16 and back.
+        return x.detach().cpu().view(_torch_int16()).numpy().view(ml_dtypes.bfloat16)
     errors = []
-    for candidate in (x, getattr(x, "cpu", None)):
-        if candidate is None:
-            continue
-        if candidate is not x:
-            candidate = candidate()  # a tensor on an accelerator: its host copy
-        if _is_torch_bfloat16(candidate):
-            # numpy has no bfloat16 of its own, so neither __array__ nor DLPack can hand one
-            # over; the same 16 bits, viewed as int16 and back.
-            return candidate.detach().view(_torch_int16(candidate)).numpy().view(ml_dtypes.bfloat16)
+    for candidate in _host_candidates(x):
         if hasattr(candidate, "__array__"):
             try:
                 return np.asarray(candidate)
@@ -67,11 +63,18 @@ def to_numpy(x: Any, what: str) -> np.ndarray:
     raise invalid(f"{what}: cannot read it as an array ({why})")
 
 
+def _host_candidates(x: Any):
+    """x, then (for a tensor that tracks gradients or lives on an accelerator) its detached host copy."""
+    yield x
+    if callable(getattr(x, "detach", None)) and callable(getattr(x, "cpu", None)):
+        yield x.detach().cpu()
+
+
 def _is_torch_bfloat16(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and str(getattr(x, "dtype", "")) == "torch.bfloat16"
 
 
-def _torch_int16(x: Any) -> Any:
+def _torch_int16() -> Any:
     import torch  # only reached for a torch tensor, so torch is there
 
     return torch.int16
