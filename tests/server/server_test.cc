@@ -576,14 +576,15 @@ namespace {
 // Every binary's --help lists each flag its main file defines, with the default, and exits 0
 // (absl's own --help printed "No flags matched" and exited 1).
 TEST(Binaries, HelpListsEveryFlagWithItsDefault) {
-  const std::pair<const char*, const char*> binaries[] = {
-      {ATTN_SERVER_BINARY, "server/main.cc"},
-      {ATTN_BENCH_BINARY, "engine/tools/attn_bench.cc"},
-      {ATTN_LOAD_BINARY, "bench/attn_load.cc"}};
+  using ::attn::testing::BinaryPath;
+  const std::pair<std::string, const char*> binaries[] = {
+      {BinaryPath("ATTN_SERVER_BINARY", ATTN_SERVER_BINARY), "server/main.cc"},
+      {BinaryPath("ATTN_BENCH_BINARY", ATTN_BENCH_BINARY), "engine/tools/attn_bench.cc"},
+      {BinaryPath("ATTN_LOAD_BINARY", ATTN_LOAD_BINARY), "bench/attn_load.cc"}};
   const std::regex flag_def("ABSL_FLAG\\([^,]+,\\s*([a-z0-9_]+),\\s*([^,]+),");
   for (const auto& [binary, source] : binaries) {
     SCOPED_TRACE(binary);
-    FILE* p = popen((std::string(binary) + " --help 2>&1").c_str(), "r");
+    FILE* p = popen((binary + " --help 2>&1").c_str(), "r");
     ASSERT_NE(p, nullptr);
     std::string out;
     char buf[4096];
@@ -591,7 +592,7 @@ TEST(Binaries, HelpListsEveryFlagWithItsDefault) {
     const int status = pclose(p);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
     const std::string text =
-        ::attn::testing::ReadTextFile(std::string(ATTN_SOURCE_DIR) + "/" + source);
+        ::attn::testing::ReadTextFile(BinaryPath("ATTN_SOURCE_DIR", ATTN_SOURCE_DIR) + "/" + source);
     int flags = 0;
     for (std::sregex_iterator it(text.begin(), text.end(), flag_def), end; it != end; ++it, ++flags) {
       EXPECT_NE(out.find("--" + (*it)[1].str() + " (default: "), std::string::npos)
