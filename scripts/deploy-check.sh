@@ -194,6 +194,17 @@ jupyter_render=$work/render/deploy_jupyter.yaml
 check "jupyter deploy/jupyter" "${checker[@]}" jupyter "$jupyter_render" --server-render "$work/render/deploy.yaml" \
   --dockerfile client/python/Dockerfile
 
+# The cohort's identity: the host's scripts (tokens, CA), run into a temporary folder, against the
+# Deployment's mounts and flags; what they write validates as Kubernetes objects; and nothing
+# they write (or any other token or key) is in what git would commit.
+cohort_out=$work/cohort-scripts
+mkdir -p "$cohort_out"
+check "cohort scripts (mint-tokens.sh, make-cohort-ca.sh)" "${checker[@]}" cohort-scripts \
+  --server-render "$work/render/deploy.yaml" --jupyter-render "$jupyter_render" --work "$cohort_out"
+cat "$cohort_out"/tokens/*.yaml "$cohort_out"/tls/*.yaml 2>/dev/null | sed 's/^#.*//; 1!s/^apiVersion:/---\napiVersion:/' >"$work/cohort-objects.yaml"
+check "schema of the scripts' Secrets and ConfigMap" "${checker[@]}" k8s-schema "$work/cohort-objects.yaml" --kube-versions "$kube_versions"
+check "no token or key material in the repository" "${checker[@]}" no-secrets
+
 # --- Prometheus rules --------------------------------------------------------------------------
 check "promtool check rules" "$promtool" check rules "$rules"
 check "promtool test rules" "$promtool" test rules "$rule_tests"
@@ -290,8 +301,8 @@ reject "GPU pod that may fall back to the cpu backend" "must name its GPUs" rend
 sed -i 's/^\(\s*\)- gke-gmp-system$/&\n\1- default/' "$work/base-copy/networkpolicy.yaml"
 reject "metrics open to a namespace that is not monitoring" "metrics admitted from ['default']" \
   render_and "$work/base-copy" policy
-sed 's/^\(\s*\)attn-cohort: "true"$/\1team: ml/' deploy/base/networkpolicy.yaml >"$work/base-copy/networkpolicy.yaml"
-reject "gRPC open to namespaces outside the cohort" "not only those labelled attn-cohort=true" \
+sed 's/^\(\s*\)- attn-cohort$/&\n\1- default/' deploy/base/networkpolicy.yaml >"$work/base-copy/networkpolicy.yaml"
+reject "gRPC open to namespaces outside the cohort" "admitted from namespaces ['default'], not only the cohort's" \
   render_and "$work/base-copy" policy
 awk '/^---/ { k = "" } /^kind: / { k = $2 } k == "PrometheusRule" && /^    release: / { sub(/: .*/, ": prometheus") } { print }' \
   "$work/render/deploy_overlays_prometheus-operator.yaml" >"$work/weak/operator-release.yaml"
@@ -326,9 +337,70 @@ mkdir -p "$work/jupyter"
 sed 's|svc.cluster.local:50051$|svc.cluster.local:50052|' "$jupyter_render" >"$work/jupyter/wrong-port.yaml"
 reject "JupyterLab whose ATTN_TARGET is not a gRPC port" "is not a grpc port of Service" \
   "${checker[@]}" jupyter "$work/jupyter/wrong-port.yaml" --server-render "$work/render/deploy.yaml"
-sed '/^ *attn-cohort: "true"$/d' "$jupyter_render" >"$work/jupyter/unlabelled-namespace.yaml"
+sed 's/^\(\s*\)\(name\|namespace\): attn-cohort$/\1\2: workshop/' "$jupyter_render" >"$work/jupyter/other-namespace.yaml"
 reject "JupyterLab in a namespace attn-server does not admit" "is not admitted to the gRPC port" \
-  "${checker[@]}" jupyter "$work/jupyter/unlabelled-namespace.yaml" --server-render "$work/render/deploy.yaml"
+  "${checker[@]}" jupyter "$work/jupyter/other-namespace.yaml" --server-render "$work/render/deploy.yaml"
+sed '/name: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH$/,+1d' "$jupyter_render" >"$work/jupyter/no-ca.yaml"
+reject "JupyterLab without the cohort CA (attn-server speaks TLS)" "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (unset)" \
+  "${checker[@]}" jupyter "$work/jupyter/no-ca.yaml" --server-render "$work/render/deploy.yaml"
+awk '/^kind: Deployment$/ { d = 1 } d && /^ *limits:$/ { l = 1 } l && /^ *memory: 4Gi$/ { sub(/4Gi/, "8Gi"); l = 0 } { print }' \
+  "$jupyter_render" >"$work/jupyter/too-big.yaml"
+reject "JupyterLab larger than the cohort's LimitRange allows" "limits.memory 8Gi above the LimitRange's max 4Gi" \
+  "${checker[@]}" policy "$work/jupyter/too-big.yaml"
+
+# The cohort: identity, isolation, quotas (each against the check that must catch it).
+reject "tokens Secret mounted writable" "must be mounted readOnly" render_and "$broken/secret-mounted-writable" policy
+reject "tokens Secret mounted by subPath (never updated)" "subPath mount" render_and "$broken/secret-subpath" policy
+reject "gRPC admitted by a label a namespace can set itself" "select the cohort by kubernetes.io/metadata.name alone" \
+  render_and "$broken/networkpolicy-cohort-by-label" policy
+reject "DNS egress to every address" "an egress rule to every destination" render_and "$broken/egress-anywhere" policy
+reject "PriorityClass that the pod does not use" "no priorityClassName" render_and "$broken/no-priority-class" policy
+reject "cohort egress to the internet" "egress to ipBlock 0.0.0.0/0" render_and "$broken/cohort-egress-anywhere" policy
+mkdir -p "$work/cohort-copy" "$work/id-copy"
+cp -r deploy/cohort/. "$work/cohort-copy/"
+sed -i 's/requests.nvidia.com\/gpu: "0"/requests.nvidia.com\/gpu: "1"/' "$work/cohort-copy/resourcequota.yaml"
+reject "cohort quota that allows a GPU" "no ResourceQuota sets requests.nvidia.com/gpu: 0" render_and "$work/cohort-copy" policy
+cp -r deploy/base/. "$work/id-copy/"
+cp "$cohort_out/tokens/tokens.txt" "$work/id-copy/tokens.txt"
+sed -i 's/^      - attn-server.flags$/&\n      - tokens.txt/' "$work/id-copy/kustomization.yaml"
+sed -i 's|^--tokens_file=.*|--tokens_file=/etc/attn/flags/tokens.txt|' "$work/id-copy/attn-server.flags"
+reject "tokens file in the flags ConfigMap" "holds a tokens-file line" render_and "$work/id-copy" policy
+cp deploy/base/kustomization.yaml deploy/base/attn-server.flags "$work/id-copy/"
+cp "$cohort_out/tokens/attn-server-tokens.secret.yaml" "$work/id-copy/"
+sed -i 's/^  - priorityclass.yaml$/&\n  - attn-server-tokens.secret.yaml/' "$work/id-copy/kustomization.yaml"
+reject "minted Secret added to the manifests" "a Secret with data in the repository's manifests" render_and "$work/id-copy" policy
+cp deploy/base/kustomization.yaml "$work/id-copy/"
+sed -i 's|^--tls_key_file=/etc/attn/tls/tls.key$|--tls_key_file=/etc/attn/tls.key|' "$work/id-copy/attn-server.flags"
+reject "TLS key at a path no Secret is mounted on" "--tls_key_file=/etc/attn/tls.key: /etc/attn is not where a Secret volume is mounted" \
+  render_and "$work/id-copy" policy
+cp deploy/base/attn-server.flags "$work/id-copy/"
+sed -i 's/^              port: 50052$/              port: 50051/' "$work/id-copy/deployment.yaml"
+reject "probes on the TLS port (the kubelet cannot speak TLS)" "not the plaintext health port (--health_address) 50052" \
+  render_and "$work/id-copy" policy
+cp deploy/base/deployment.yaml "$work/id-copy/"
+sed -i 's/^--workers_per_device=2$/--workers_per_device=1/' "$work/id-copy/attn-server.flags"
+reject "one worker per device for a cohort" "one participant's task would hold the device's only worker" \
+  render_and "$work/id-copy" policy
+sed -i 's/^--workers_per_device=1$/--workers_per_device=4/; s/^--arena_mib=16384$/--arena_mib=2048/' "$work/id-copy/attn-server.flags"
+reject "arena too small for its workers" "leaves 512 MiB each" render_and "$work/id-copy" policy
+mkdir -p "$work/scripts-copy" "$work/leak"
+sed 's/printf .%s. "\$t" | sha256sum/printf "%s\\n" "$t" | sha256sum/' scripts/mint-tokens.sh >"$work/scripts-copy/mint-newline.sh"
+sed '/^umask 077$/d; /^chmod 600 /d' scripts/mint-tokens.sh >"$work/scripts-copy/mint-world-readable.sh"
+sed 's/^for svc in attn-server attn-server-headless; do$/for svc in attn-server; do/' scripts/make-cohort-ca.sh >"$work/scripts-copy/ca-no-headless.sh"
+chmod +x "$work"/scripts-copy/*.sh
+mkdir -p "$work/sc1" "$work/sc2" "$work/sc3"
+reject "mint-tokens.sh hashing the token with a newline" "is not the SHA-256 of the token handed out" \
+  "${checker[@]}" cohort-scripts --mint "$work/scripts-copy/mint-newline.sh" --server-render "$work/render/deploy.yaml" --work "$work/sc1"
+reject "mint-tokens.sh writing files others can read" "tokens.txt has mode 644, not 600" \
+  "${checker[@]}" cohort-scripts --mint "$work/scripts-copy/mint-world-readable.sh" --server-render "$work/render/deploy.yaml" --work "$work/sc2"
+reject "certificate without the headless Service's names" "lack ['DNS:attn-server-headless'" \
+  "${checker[@]}" cohort-scripts --ca "$work/scripts-copy/ca-no-headless.sh" --server-render "$work/render/deploy.yaml" --work "$work/sc3"
+cp -r deploy "$work/leak/"
+cp "$cohort_out/tokens/handout.txt" "$work/leak/deploy/participants.txt"
+reject "handed-out tokens left in the tree" "holds a bearer token" "${checker[@]}" no-secrets "$work/leak"
+rm "$work/leak/deploy/participants.txt"
+cp "$cohort_out/tls/tls.key" "$work/leak/deploy/server.pem"
+reject "a private key left in the tree" "holds a private key" "${checker[@]}" no-secrets "$work/leak"
 sed 's/^USER 10001:10001$/USER root/' client/python/Dockerfile >"$work/jupyter/Dockerfile"
 reject "JupyterLab image that runs as root" "numeric non-root USER" \
   "${checker[@]}" jupyter "$jupyter_render" --server-render "$work/render/deploy.yaml" --dockerfile "$work/jupyter/Dockerfile"

@@ -6,9 +6,13 @@ exits 1. Nothing here needs a cluster, a cloud account or the network.
 
   k8s-schema RENDER    objects of a `kubectl kustomize` render against Kubernetes' schemas
                        (kubernetes-validate, strict) and custom resources against crd_schemas.yaml
-  policy RENDER        what the deployment must keep: GPU placement, probes, restricted security
-                       context, drain timing vs --shutdown_grace_s, selectors and ports that
-                       line up, NetworkPolicy scope, scrape targets that exist
+  policy RENDER        what the deployment must keep: GPU placement, probes (on the plaintext
+                       health port when gRPC speaks TLS), restricted security context, drain timing
+                       vs --shutdown_grace_s, selectors and ports that line up, NetworkPolicy scope
+                       (the cohort by kubernetes.io/metadata.name, DNS-only egress), scrape targets
+                       that exist, tokens and TLS from read-only Secret mounts, the PriorityClass,
+                       the flags a shared device needs; no token or key in any ConfigMap; the
+                       cohort's namespace: no GPUs in its quota, a LimitRange, default-deny
   rules-sync           the GMP Rules and PrometheusRule objects hold exactly the canonical rules
                        (--write regenerates them)
   rules-policy         quantiles aggregate buckets across replicas; thresholds agree with flags
@@ -27,6 +31,12 @@ exits 1. Nothing here needs a cluster, a cloud account or the network.
                        scripts/apt-packages.txt + deps.sh, numeric non-root user, the two
                        binaries, ports matching the flag file, every source CMake builds in
                        the build context (.dockerignore)
+  cohort-scripts --server-render RENDER [--jupyter-render RENDER] --work DIR
+                       scripts/mint-tokens.sh and scripts/make-cohort-ca.sh run into DIR: formats,
+                       modes, each hash the SHA-256 of the token handed out, the certificate's
+                       names against the Services, the Secrets' names and keys against the mounts
+  no-secrets [ROOT]    no token, tokens-file line, private key or Secret with data in what git
+                       would commit (the server's and client's own tests aside)
   jupyter RENDER --server-render RENDER [--dockerfile FILE]
                        the cohort's JupyterLab (deploy/jupyter): a restricted pod with writable
                        home and /tmp, a LoadBalancer on its port, ATTN_TARGET naming a gRPC port
@@ -34,9 +44,12 @@ exits 1. Nothing here needs a cluster, a cloud account or the network.
                        image's USER, EXPOSE, pinned pip installs and entrypoint
 """
 import argparse
+import base64
+import hashlib
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -51,10 +64,26 @@ RULE_OBJECTS = {
                                                                         "PrometheusRule"),
 }
 SERVER = "attn-server"
-# Who may reach the pods: gRPC from namespaces with this label (deploy/cohort), metrics from these
-# namespaces (GMP's collectors on GKE, prometheus-operator's usual home).
-COHORT_LABEL = "attn-cohort"
+SERVER_NAMESPACE = "attn"
+# Who may reach the pods: gRPC from the cohort's namespaces (deploy/cohort), metrics from these
+# namespaces (GMP's collectors on GKE, prometheus-operator's usual home), each named by
+# kubernetes.io/metadata.name: the API server sets that label to the namespace's name, while any
+# other label is whatever a namespace's editor wrote.
+NAME_LABEL = "kubernetes.io/metadata.name"
+COHORT_NAMESPACES = {"attn-cohort"}
 MONITORING_NAMESPACES = {"gmp-system", "gke-gmp-system", "monitoring"}
+# The cluster's DNS, the one egress destination besides attn-server (GKE's kube-dns pods).
+DNS_PEER = {"namespaceSelector": {"matchLabels": {NAME_LABEL: "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+# Where the Deployment mounts the host's Secrets (scripts/mint-tokens.sh, scripts/make-cohort-ca.sh)
+# and the keys those scripts write.
+TOKENS_SECRET, TLS_SECRET, CA_CONFIGMAP = "attn-server-tokens", "attn-server-tls", "attn-cohort-ca"
+PRIORITY_CLASS = "attn-server"
+# A participant's mint-tokens.sh token, a tokens-file line, a PEM private key: none of them may be
+# in a ConfigMap, or anywhere in the repository outside the server's and client's own tests.
+TOKEN_RE = re.compile(r"\battn_[A-Za-z0-9_-]{43}\b")
+TOKENS_LINE_RE = re.compile(r"^\s*[A-Za-z0-9._-]{1,64}\s+[0-9a-fA-F]{64}(\s+(participant|admin))?(\s+[a-z_]+=\S+)*\s*$", re.M)
+PRIVATE_KEY_RE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 
 
 class Problems:
@@ -202,14 +231,21 @@ def cmd_policy(args):
         labels = dig(ns, "metadata", "labels") or {}
         enforced = labels.get("pod-security.kubernetes.io/enforce")
         # attn's own namespace enforces "restricted"; a cohort namespace at least "baseline".
-        wanted = ("baseline", "restricted") if labels.get("attn-cohort") == "true" else ("restricted",)
+        wanted = ("baseline", "restricted") if ns["metadata"]["name"] in COHORT_NAMESPACES else ("restricted",)
         problems.require(enforced in wanted,
                          f'Namespace/{ns["metadata"]["name"]}: Pod Security enforces {enforced!r}, not {" or ".join(wanted)}')
+
+    material = material_problems(docs, problems)
+    cohort_summary = ""
+    for ns in by_kind.get("Namespace", []):
+        if ns["metadata"]["name"] in COHORT_NAMESPACES:
+            cohort_summary = cohort_policy(by_kind, ns["metadata"]["name"], problems)
 
     deployments = [d for d in by_kind.get("Deployment", []) if d["metadata"]["name"] == SERVER]
     if not deployments:
         n = len(docs)
-        return problems.report(f"no {SERVER} Deployment in this render ({n} objects): namespace checks only")
+        return problems.report(f"no {SERVER} Deployment in this render ({n} objects): namespaces, {material}"
+                               + (f"; {cohort_summary}" if cohort_summary else ""))
     dep = deployments[0]
     where = f"Deployment/{SERVER}"
     pod = dep["spec"]["template"]
@@ -231,6 +267,17 @@ def cmd_policy(args):
                      f"{where}: pod seccompProfile must be RuntimeDefault")
     problems.require(spec.get("automountServiceAccountToken") is False,
                      f"{where}: automountServiceAccountToken must be false (the server calls no API)")
+
+    # Its own PriorityClass, in the render: ahead of pods without one, below the system classes.
+    pc_name = spec.get("priorityClassName")
+    pcs = {pc["metadata"]["name"]: pc for pc in by_kind.get("PriorityClass", [])}
+    if problems.require(pc_name, f"{where}: no priorityClassName (PriorityClass {PRIORITY_CLASS})") \
+            and problems.require(pc_name in pcs, f"{where}: priorityClassName {pc_name}: no such PriorityClass in this render"):
+        value = pcs[pc_name].get("value", 0)
+        problems.require(0 < value <= 1_000_000_000,
+                         f"PriorityClass/{pc_name}: value {value} must be above 0 (pods without a class) and at most 1e9 (below the system classes)")
+        problems.require(pcs[pc_name].get("globalDefault") is not True,
+                         f"PriorityClass/{pc_name}: globalDefault would give every pod of the cluster attn-server's priority")
 
     containers = [c for c in spec.get("containers") or [] if c.get("name") == SERVER]
     if not problems.require(containers, f"{where}: no container named {SERVER}"):
@@ -281,6 +328,11 @@ def cmd_policy(args):
         lp, mp = port_of(flags.get("listen_address", "0.0.0.0:50051")), port_of(flags.get("metrics_address", "0.0.0.0:9464"))
         problems.require(lp == ports.get("grpc"), f"{cw}: port grpc ({ports.get('grpc')}) is not --listen_address's ({lp})")
         problems.require(mp == ports.get("metrics"), f"{cw}: port metrics ({ports.get('metrics')}) is not --metrics_address's ({mp})")
+        if flags.get("health_address"):
+            hp = port_of(flags["health_address"])
+            problems.require(hp == ports.get("health"), f"{cw}: port health ({ports.get('health')}) is not --health_address's ({hp})")
+        secret_mounts(flags, cw, mounts, volumes, cm_name, problems)
+        cohort_flag_problems(flags, f"ConfigMap/{cm_name}", problems)
         # A pod that holds GPUs names them: with --devices empty, a container that lost its GPU
         # (no libcuda mounted) would quietly serve on the cpu backend and look healthy; with
         # ordinals it stays NOT_SERVING and says why.
@@ -292,12 +344,20 @@ def cmd_policy(args):
                              f"ConfigMap/{cm_name}: --devices={devices!r}: a pod with nvidia.com/gpu: {gpus} must name its "
                              f"GPUs (0..{gpus - 1}), or a pod without its GPU falls back to the cpu backend and looks healthy")
 
-    # Probes: native gRPC against grpc.health.v1 on the gRPC port.
+    # Probes: native gRPC against grpc.health.v1: on the gRPC port, or where that speaks TLS (the
+    # kubelet's gRPC probe cannot) on --health_address's plaintext port.
+    tls_on = bool(flags.get("tls_cert_file"))
+    if flags.get("health_address"):
+        probe_port, probe_port_name = port_of(flags["health_address"]), "the plaintext health port (--health_address)"
+    else:
+        probe_port, probe_port_name = ports.get("grpc"), "the grpc port"
+        problems.require(not tls_on, f"ConfigMap/{cm_name}: --tls_cert_file without --health_address: the kubelet's "
+                                     f"gRPC probes cannot speak TLS, so the pod would never start")
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         p = c.get(probe)
         if problems.require(p and "grpc" in p, f"{cw}: {probe} must be a native grpc probe"):
-            problems.require(p["grpc"].get("port") == ports.get("grpc"),
-                             f"{cw}: {probe} probes port {p['grpc'].get('port')}, not the grpc port {ports.get('grpc')}")
+            problems.require(p["grpc"].get("port") == probe_port,
+                             f"{cw}: {probe} probes port {p['grpc'].get('port')}, not {probe_port_name} {probe_port}")
     problems.require(dig(c, "readinessProbe", "grpc", "service") == "attention.v1.AttentionService",
                      f"{cw}: readinessProbe must ask about attention.v1.AttentionService")
 
@@ -328,6 +388,8 @@ def cmd_policy(args):
         for p in dig(svc, "spec", "ports") or []:
             tp = p.get("targetPort", p.get("port"))
             problems.require(tp in ports or tp in ports.values(), f"{sw}: targetPort {tp} is not a port of the pod")
+            problems.require("health" not in ports or tp not in ("health", ports["health"]),
+                             f"{sw}: carries the plaintext health port {tp}; only the kubelet may ask it")
         if dig(svc, "spec", "clusterIP") == "None":
             problems.require(any(p.get("targetPort") == "grpc" for p in dig(svc, "spec", "ports") or []),
                              f"{sw}: headless Service must carry the grpc port")
@@ -361,14 +423,17 @@ def cmd_policy(args):
                                  f"{pw}: podSelector {{}} admits every pod of the namespace")
             rports_named = {next((n for n, v in ports.items() if v == p), p) for p in rports}
             if rports_named == {"grpc"}:
-                # The cohort: namespaces labelled attn-cohort=true, or labelled pods of this one.
+                # The cohort: namespaces named by kubernetes.io/metadata.name, or labelled pods of this one.
                 for peer in peers:
                     ns_sel = peer.get("namespaceSelector")
                     if ns_sel is not None:
-                        problems.require(dig(ns_sel, "matchLabels", COHORT_LABEL) == "true"
-                                         and not ns_sel.get("matchExpressions"),
-                                         f"{pw}: gRPC admitted from namespaces {json.dumps(ns_sel, sort_keys=True)},"
-                                         f" not only those labelled {COHORT_LABEL}=true")
+                        names = namespace_names(ns_sel)
+                        if problems.require(names is not None,
+                                            f"{pw}: gRPC admitted from namespaces {json.dumps(ns_sel, sort_keys=True)}: select "
+                                            f"the cohort by {NAME_LABEL} alone (any other label is whatever a namespace's editor set)"):
+                            problems.require(names <= COHORT_NAMESPACES,
+                                             f"{pw}: gRPC admitted from namespaces {sorted(names - COHORT_NAMESPACES)}, "
+                                             f"not only the cohort's {sorted(COHORT_NAMESPACES)}")
                     else:
                         problems.require(dig(peer, "podSelector", "matchLabels"),
                                          f"{pw}: gRPC admitted from unlabelled pods of the namespace")
@@ -397,6 +462,13 @@ def cmd_policy(args):
                 problems.add(f"{pw}: ingress rule for ports {sorted(map(str, rports))}: expected grpc or metrics alone")
     problems.require(grpc_ok, "no NetworkPolicy rule admits the cohort to the grpc port")
     problems.require(metrics_ok, "no NetworkPolicy rule admits monitoring to the metrics port")
+    # Egress: the server calls nothing but the cluster's DNS.
+    egress_policies = [p for p in policies if "Egress" in (dig(p, "spec", "policyTypes") or [])]
+    problems.require(egress_policies, f"no NetworkPolicy limits {SERVER}'s egress (policyTypes: [Egress])")
+    for pol in egress_policies:
+        for rule in dig(pol, "spec", "egress") or []:
+            why = egress_rule_problem(rule, allow_server=False)
+            problems.require(not why, f'NetworkPolicy/{pol["metadata"]["name"]}: {why}')
 
     # Scrape targets exist.
     scrapers = 0
@@ -434,9 +506,241 @@ def cmd_policy(args):
                     problems.require(float(m.group(1)) < depth,
                                      f"AttnQueueSaturated fires at {m.group(1)}, at or above --queue_depth={depth}: it can never fire")
 
-    return problems.report(f"{where}: placement, security, probes, drain ({dig(c, 'lifecycle', 'preStop', 'sleep', 'seconds')}+"
+    return problems.report(f"{where}: placement, security, probes on :{probe_port}, drain ({dig(c, 'lifecycle', 'preStop', 'sleep', 'seconds')}+"
                            f"{flags.get('shutdown_grace_s', '?')} s in {spec.get('terminationGracePeriodSeconds')} s), "
-                           f"{len(services)} Services, {len(policies)} NetworkPolicies, {scrapers} scrape objects consistent")
+                           f"TLS {'on' if tls_on else 'off'}, tokens {'from a Secret' if flags.get('tokens_file') else 'off'}, "
+                           f"PriorityClass {pc_name}, {len(services)} Services, {len(policies)} NetworkPolicies (DNS-only egress), "
+                           f"{scrapers} scrape objects consistent; {material}"
+                           + (f"; {cohort_summary}" if cohort_summary else ""))
+
+
+# --- the cohort: identity, quotas, isolation ---------------------------------------------------
+
+def namespace_names(ns_sel):
+    """The namespaces a namespaceSelector selects by kubernetes.io/metadata.name alone, or None
+    where it selects by any other label (or selects every namespace)."""
+    if not ns_sel:
+        return None
+    labels, exprs = ns_sel.get("matchLabels") or {}, ns_sel.get("matchExpressions") or []
+    if set(labels) - {NAME_LABEL} or any(e.get("key") != NAME_LABEL or e.get("operator") != "In" for e in exprs):
+        return None
+    sets = ([{labels[NAME_LABEL]}] if NAME_LABEL in labels else []) + [set(e.get("values") or []) for e in exprs]
+    return set.intersection(*sets) if sets else None
+
+
+def _port_set(rule):
+    return {(str(p.get("port")), p.get("protocol", "TCP")) for p in rule.get("ports") or []}
+
+
+def egress_rule_problem(rule, allow_server):
+    """Why an egress rule allows more than the cluster's DNS (kube-system's kube-dns pods on 53
+    UDP/TCP) or, with allow_server, attn-server's gRPC port; "" when it does not."""
+    peers, ports = rule.get("to"), _port_set(rule)
+    if not peers:
+        return f"an egress rule to every destination (ports {sorted({p for p, _ in ports}) or 'all'}), not only the cluster DNS"
+    if not ports:
+        return "an egress rule without ports allows every port"
+    for peer in peers:
+        if "ipBlock" in peer:
+            return f"egress to ipBlock {peer['ipBlock'].get('cidr')}: only the cluster DNS{' and attn-server' if allow_server else ''}"
+        names = namespace_names(peer.get("namespaceSelector"))
+        pods = dig(peer, "podSelector", "matchLabels") or {}
+        if names == {"kube-system"} and pods == DNS_PEER["podSelector"]["matchLabels"]:
+            if not ports <= {("53", "UDP"), ("53", "TCP")}:
+                return f"egress to kube-dns on ports {sorted(ports)}: DNS is 53 UDP/TCP"
+        elif allow_server and names == {SERVER_NAMESPACE} and pods.get("app.kubernetes.io/name") == SERVER:
+            if not ports <= {("50051", "TCP"), ("grpc", "TCP")}:
+                return f"egress to {SERVER} on ports {sorted(ports)}: only its gRPC port (50051)"
+        else:
+            return (f"egress to {json.dumps(peer, sort_keys=True)}: only the cluster DNS (kube-system pods k8s-app=kube-dns, "
+                    f"named by {NAME_LABEL}){' and attn-server pods in namespace ' + SERVER_NAMESPACE if allow_server else ''}")
+    return ""
+
+
+def secret_mounts(flags, cw, mounts, volumes, cm_name, problems):
+    """The tokens file and the TLS key and certificate are files of Secret volumes, mounted whole
+    and read-only, from the Secrets the host's scripts make; never in the flags ConfigMap."""
+    problems.require(flags.get("tokens_file"), f"ConfigMap/{cm_name}: no --tokens_file: the cohort's server must know its participants")
+    problems.require(flags.get("tls_cert_file") and flags.get("tls_key_file"),
+                     f"ConfigMap/{cm_name}: no --tls_cert_file and --tls_key_file: the cohort's tokens must not cross the network in plaintext")
+    wanted = {"tokens_file": TOKENS_SECRET, "tls_cert_file": TLS_SECRET, "tls_key_file": TLS_SECRET,
+              "tls_client_ca_file": None}
+    for flag, secret in wanted.items():
+        path = flags.get(flag)
+        if not path:
+            continue
+        directory, key = path.rsplit("/", 1) if "/" in path else ("", path)
+        mount = mounts.get(directory)
+        volume = volumes.get(mount["name"], {}) if mount else {}
+        name = dig(volume, "secret", "secretName")
+        if not problems.require(name, f"{cw}: --{flag}={path}: {directory or '.'} is not where a Secret volume is mounted "
+                                      f"(tokens and keys live in Secrets, never in a ConfigMap or the image)"):
+            continue
+        problems.require(secret is None or name == secret,
+                         f"{cw}: --{flag}={path} is in Secret {name}, not {secret} (the name scripts/"
+                         f"{'mint-tokens.sh' if secret == TOKENS_SECRET else 'make-cohort-ca.sh'} writes)")
+        items = dig(volume, "secret", "items")
+        problems.require(not items or key in {i.get("path") for i in items}, f"{cw}: --{flag}={path}: no item {key} in volume {mount['name']}")
+    for path, mount in mounts.items():
+        volume = volumes.get(mount["name"], {})
+        if "secret" not in volume:
+            continue
+        sw = f"{cw}: Secret {dig(volume, 'secret', 'secretName')} at {path}"
+        problems.require(mount.get("readOnly") is True, f"{sw} must be mounted readOnly")
+        problems.require(not mount.get("subPath"), f"{sw} is a subPath mount, which the kubelet never updates: a new "
+                                                   f"tokens file would not reach the server until a restart")
+        mode = dig(volume, "secret", "defaultMode", default=0o644)
+        problems.require(mode & 0o007 == 0, f"{sw}: defaultMode {mode:o} lets any user of the container read it")
+
+
+# The largest case an admin may run (the large suite's B4 T8192 N16 H128 bf16): q, k, v and out.
+LARGEST_CASE_MIB = 4 * (4 * 8192 * 16 * 128 * 2) >> 20
+L4_ARENA_MAX_MIB = 20 * 1024  # an L4 has 24 GiB; CUDA contexts, cuDNN and cuBLAS need the rest
+
+
+def cohort_flag_problems(flags, where, problems):
+    """Flags that must agree for a shared device: two workers at least, a participant never on all
+    of them, each worker's arena big enough, the per-participant quotas inside the server's caps."""
+    def num(name, default):
+        return float(flags.get(name, default))
+    workers = int(num("workers_per_device", 1))
+    running = int(num("participant_max_running", 0)) or max(1, workers - 1)
+    problems.require(workers >= 2, f"{where}: --workers_per_device={workers}: one participant's task would hold the "
+                                   f"device's only worker; a cohort's server needs at least 2")
+    problems.require(running < workers or workers < 2,
+                     f"{where}: --participant_max_running={running} lets one participant hold all {workers} workers")
+    arena, request = num("arena_mib", 4096), num("max_request_mib", 64)
+    per_worker, need = arena / max(workers, 1), 2 * request + LARGEST_CASE_MIB
+    problems.require(per_worker >= need,
+                     f"{where}: --arena_mib={arena:g} over {workers} workers leaves {per_worker:g} MiB each; a worker needs "
+                     f"{need:g} MiB (2 x --max_request_mib for an Attend's inputs and output, and {LARGEST_CASE_MIB} MiB for "
+                     f"the large suite's biggest case)")
+    problems.require(arena <= L4_ARENA_MAX_MIB, f"{where}: --arena_mib={arena:g} is more than an L4 can pin "
+                                                f"({L4_ARENA_MAX_MIB} MiB, beside CUDA's own memory)")
+    queued, depth = num("participant_max_queued", 16), num("queue_depth", 64)
+    problems.require(4 * queued <= depth, f"{where}: --participant_max_queued={queued:g}: four participants could fill "
+                                          f"a device's --queue_depth={depth:g}; keep it at most a quarter")
+    job, max_job = num("participant_max_job_seconds", 180), num("max_job_seconds", 600)
+    device_s, window = num("participant_device_seconds", 300), num("participant_window_s", 600)
+    problems.require(job <= max_job, f"{where}: --participant_max_job_seconds={job:g} above --max_job_seconds={max_job:g}")
+    problems.require(job <= device_s, f"{where}: --participant_max_job_seconds={job:g} above --participant_device_seconds="
+                                      f"{device_s:g}: a participant's largest job could never be admitted")
+    problems.require(device_s <= window * running,
+                     f"{where}: --participant_device_seconds={device_s:g} is more than {running} worker(s) can give in "
+                     f"--participant_window_s={window:g}")
+    for name, default in (("participant_max_inflight", 8), ("participant_max_jobs", 2)):
+        problems.require(num(name, default) >= 1, f"{where}: --{name} must be at least 1")
+
+
+def material_problems(docs, problems):
+    """No ConfigMap holds a token, a tokens-file line or a private key, and no Secret with data is
+    part of a render: those come from the host's folder (mint-tokens.sh, make-cohort-ca.sh)."""
+    configmaps = 0
+    for doc in docs:
+        name = f'{doc["kind"]}/{dig(doc, "metadata", "name")}'
+        if doc["kind"] == "ConfigMap":
+            configmaps += 1
+            for key, value in {**(doc.get("data") or {}), **(doc.get("binaryData") or {})}.items():
+                for pattern, what in ((TOKEN_RE, "a bearer token"), (TOKENS_LINE_RE, "a tokens-file line (NAME SHA256)"),
+                                      (PRIVATE_KEY_RE, "a private key")):
+                    problems.require(not pattern.search(str(value)),
+                                     f"{name} key {key}: holds {what}; tokens and keys belong in Secrets made by "
+                                     f"scripts/mint-tokens.sh and scripts/make-cohort-ca.sh")
+        elif doc["kind"] == "Secret":
+            problems.require(not doc.get("data") and not doc.get("stringData"),
+                             f"{name}: a Secret with data in the repository's manifests; tokens and keys come from the "
+                             f"host's folder (scripts/mint-tokens.sh, scripts/make-cohort-ca.sh), applied with kubectl")
+    return f"no token or key material in {configmaps} ConfigMaps"
+
+
+QUANTITY_SUFFIX = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+                   "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(value):
+    m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(value))
+    if not m or m.group(2) not in QUANTITY_SUFFIX:
+        raise ValueError(f"not a quantity: {value!r}")
+    return float(m.group(1)) * QUANTITY_SUFFIX[m.group(2)]
+
+
+def cohort_policy(by_kind, ns, problems):
+    """The cohort's namespace: a ResourceQuota with no GPUs and CPU and memory bounded, none of
+    attn-server's PriorityClass; a LimitRange that gives every container requests and limits;
+    default-deny NetworkPolicies with egress only to DNS and attn-server; and the workloads
+    there (JupyterLab) inside both, with room left for participants' client pods."""
+    def in_ns(kind):
+        return [o for o in by_kind.get(kind, []) if dig(o, "metadata", "namespace", default=ns) == ns]
+    quotas = in_ns("ResourceQuota")
+    plain = {}
+    for q in quotas:
+        if not dig(q, "spec", "scopeSelector") and not dig(q, "spec", "scopes"):
+            for res, v in (dig(q, "spec", "hard") or {}).items():
+                plain[res] = min(quantity(v), plain.get(res, float("inf")))
+    gpu = plain.get("requests.nvidia.com/gpu")
+    problems.require(gpu == 0, f"namespace {ns}: no ResourceQuota sets requests.nvidia.com/gpu: 0 "
+                               f"({'it allows ' + format(gpu, 'g') if gpu is not None else 'GPUs unbounded'}); the L4s are attn-server's")
+    bounded = ("requests.cpu", "limits.cpu", "requests.memory", "limits.memory")
+    for res in bounded:
+        problems.require(res in plain, f"namespace {ns}: no ResourceQuota bounds {res}")
+    problems.require(any(dig(q, "spec", "hard", "pods") in ("0", 0)
+                         and any(e.get("scopeName") == "PriorityClass" and e.get("operator") == "In"
+                                 and PRIORITY_CLASS in (e.get("values") or [])
+                                 for e in dig(q, "spec", "scopeSelector", "matchExpressions") or [])
+                         for q in quotas),
+                     f"namespace {ns}: no ResourceQuota keeps pods of PriorityClass {PRIORITY_CLASS} out (scopeSelector "
+                     f"PriorityClass In [{PRIORITY_CLASS}], pods: 0)")
+
+    limits = [l for lr in in_ns("LimitRange") for l in dig(lr, "spec", "limits") or [] if l.get("type") == "Container"]
+    lr = limits[0] if limits else {}
+    if problems.require(limits, f"namespace {ns}: no LimitRange for containers (the quota needs every pod's requests and limits)"):
+        for res in ("cpu", "memory") + (("ephemeral-storage",) if any("ephemeral-storage" in r for r in plain) else ()):
+            for section in ("default", "defaultRequest", "max"):
+                problems.require(dig(lr, section, res) is not None, f"namespace {ns}: LimitRange has no {section}.{res}")
+
+    policies = in_ns("NetworkPolicy")
+    problems.require(any(dig(p, "spec", "podSelector") == {} and set(dig(p, "spec", "policyTypes") or []) >= {"Ingress", "Egress"}
+                         and not dig(p, "spec", "ingress") and not dig(p, "spec", "egress") for p in policies),
+                     f"namespace {ns}: no default-deny NetworkPolicy (podSelector: {{}}, Ingress and Egress, no rules)")
+    for pol in policies:
+        for rule in dig(pol, "spec", "egress") or []:
+            why = egress_rule_problem(rule, allow_server=True)
+            problems.require(not why, f'NetworkPolicy/{pol["metadata"]["name"]} in {ns}: {why}')
+
+    # The workloads here fit the LimitRange and, all replicas together, the quota.
+    used = {}
+    for kind in ("Deployment", "StatefulSet", "Pod"):
+        for obj in in_ns(kind):
+            ow = f'{kind}/{obj["metadata"]["name"]}'
+            spec = dig(obj, "spec", "template", "spec") if kind != "Pod" else obj.get("spec")
+            replicas = dig(obj, "spec", "replicas", default=1) if kind != "Pod" else 1
+            used["pods"] = used.get("pods", 0) + replicas
+            for c in (spec or {}).get("containers") or []:
+                for section in ("requests", "limits"):
+                    for res in ("cpu", "memory", "ephemeral-storage", "nvidia.com/gpu"):
+                        v = dig(c, "resources", section, res)
+                        if v is None and lr:
+                            v = dig(lr, "defaultRequest" if section == "requests" else "default", res)
+                        if v is None:
+                            continue
+                        problems.require(res not in (lr.get("max") or {}) or quantity(v) <= quantity(lr["max"][res]),
+                                         f"{ow} container {c.get('name')}: {section}.{res} {v} above the LimitRange's max {dig(lr, 'max', res)}")
+                        used[f"{section}.{res}"] = used.get(f"{section}.{res}", 0) + replicas * quantity(v)
+    room = []
+    for res, hard in plain.items():
+        if res in used:
+            problems.require(used[res] <= hard, f"namespace {ns}: its workloads need {res} {used[res]:g}, over the quota's {hard:g}")
+    # How many participants' client pods (LimitRange defaults) still fit beside them.
+    if lr and used:
+        per_pod = {"pods": 1}
+        for section, key in (("requests", "defaultRequest"), ("limits", "default")):
+            for res, v in (lr.get(key) or {}).items():
+                per_pod[f"{section}.{res}"] = quantity(v)
+        fits = min(int((plain[r] - used.get(r, 0)) // v) for r, v in per_pod.items() if r in plain and v > 0)
+        problems.require(fits >= 5, f"namespace {ns}: only {fits} client pods at the LimitRange's defaults fit the quota beside its workloads")
+        room.append(f"{fits} more client pods fit")
+    return (f"namespace {ns}: quota with no GPUs and {', '.join(bounded)} bounded, LimitRange, default-deny with egress to "
+            f"DNS and {SERVER} only" + (f", its workloads inside the quota ({', '.join(room)})" if room else ""))
 
 
 # --- rules -------------------------------------------------------------------------------------
@@ -1112,6 +1416,33 @@ def cmd_jupyter(args):
                             admitted_by = pol["metadata"]["name"]
             problems.require(admitted_by, f"{where}: namespace {ns_name} (labels {ns_labels}) is not admitted to the gRPC "
                                           f"port of {m['ns']}/{m['svc']} by any NetworkPolicy there")
+            # Its own namespace's egress policies let it out to that port.
+            egress = [p for p in docs if p["kind"] == "NetworkPolicy" and p["metadata"].get("namespace", ns_name) == ns_name
+                      and "Egress" in (dig(p, "spec", "policyTypes") or []) and selector_matches(dig(p, "spec", "podSelector"), pod_labels)]
+            server_pod = {"app.kubernetes.io/name": SERVER}
+            target_port = next((p.get("targetPort") for p in dig(svcs[0], "spec", "ports") or [] if str(p.get("port")) == m["port"]), None)
+            problems.require(not egress or any(
+                namespace_names(peer.get("namespaceSelector")) == {m["ns"]} and selector_matches(peer.get("podSelector"), server_pod)
+                and _port_set(rule) & {(m["port"], "TCP"), (str(target_port), "TCP")}
+                for pol in egress for rule in dig(pol, "spec", "egress") or [] for peer in rule.get("to") or []),
+                f"{where}: no NetworkPolicy of namespace {ns_name} lets it out to {m['ns']}/{SERVER} on port {m['port']}")
+
+    # TLS: the cohort CA's certificate from ConfigMap attn-cohort-ca (make-cohort-ca.sh), mounted
+    # read-only where GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (gRPC's default roots, so Client(tls=True)
+    # trusts it) and ATTN_TLS_CA_FILE (for ca_file=) point; no participant's token in the pod's
+    # environment (every notebook of the pod would share it).
+    ca_path = env.get("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH") or ""
+    ca_dir, _, ca_key = ca_path.rpartition("/")
+    ca_mount = next((mnt for mnt in c.get("volumeMounts") or [] if mnt["mountPath"] == ca_dir), None)
+    ca_volume = volumes.get(ca_mount["name"], {}) if ca_mount else {}
+    if problems.require(ca_path and dig(ca_volume, "configMap", "name") == CA_CONFIGMAP,
+                        f"{cw}: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH ({ca_path or 'unset'}) is not a file of the mounted ConfigMap "
+                        f"{CA_CONFIGMAP} (the cohort CA; attn-server speaks TLS)"):
+        problems.require(ca_mount.get("readOnly") is True, f"{cw}: ConfigMap {CA_CONFIGMAP} must be mounted readOnly")
+        items = dig(ca_volume, "configMap", "items")
+        problems.require(ca_key == "ca.crt" and not items, f"{cw}: {ca_path}: the ConfigMap's key is ca.crt")
+    problems.require(env.get("ATTN_TLS_CA_FILE") == ca_path, f"{cw}: ATTN_TLS_CA_FILE must name {ca_path or 'the CA file'} too")
+    problems.require("ATTN_TOKEN" not in env, f"{cw}: ATTN_TOKEN in the pod's environment would give every notebook one identity")
 
     # The image: a numeric non-root USER (the pod's runAsUser), EXPOSE of the pod's port, the
     # pinned versions, JupyterLab as the entrypoint.
@@ -1134,7 +1465,7 @@ def cmd_jupyter(args):
                          f"{path.name}: the entrypoint must start jupyter lab")
 
     return problems.report(f"{where} in {ns_name}: restricted pod, LoadBalancer on :{next(iter(ports.values()), '?')}, "
-                           f"ATTN_TARGET {target} (admitted by NetworkPolicy/{admitted_by or '?'})"
+                           f"ATTN_TARGET {target} over TLS with the cohort CA at {ca_path} (admitted by NetworkPolicy/{admitted_by or '?'})"
                            + (f", image USER {user}" if args.dockerfile else ""))
 
 
@@ -1193,6 +1524,234 @@ def cmake_sources(skip_tests):
     return out
 
 
+# --- the host's scripts and the repository's secrets ---------------------------------------------
+
+def run_script(cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120, **kw)
+
+
+def file_mode(path):
+    return path.stat().st_mode & 0o777
+
+
+def read_manifest(path):
+    docs = load_docs(path)
+    return docs[0] if len(docs) == 1 else {}
+
+
+def server_objects(render):
+    """attn-server's Deployment (container, volumes, flags) and its Services, from a render of deploy/."""
+    docs = load_docs(render)
+    dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == SERVER)
+    spec = dep["spec"]["template"]["spec"]
+    c = next(c for c in spec["containers"] if c["name"] == SERVER)
+    volumes = {v["name"]: v for v in spec.get("volumes") or []}
+    mounts = {m["mountPath"]: volumes.get(m["name"], {}) for m in c.get("volumeMounts") or []}
+    flagfile = next(a for a in c.get("args") or [] if a.startswith("--flagfile=")).split("=", 1)[1]
+    cm_name = dig(mounts.get(flagfile.rsplit("/", 1)[0]), "configMap", "name")
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == cm_name)
+    flags = parse_flagfile(cm["data"][flagfile.rsplit("/", 1)[1]])
+    pod_labels = dig(dep, "spec", "template", "metadata", "labels") or {}
+    services = [d for d in docs if d["kind"] == "Service" and dig(d, "spec", "selector")
+                and selector_matches({"matchLabels": d["spec"]["selector"]}, pod_labels)]
+    return dep, mounts, flags, services
+
+
+def secret_for(mounts, path):
+    """(Secret name, key) that the mounted file `path` comes from."""
+    directory, key = path.rsplit("/", 1)
+    return dig(mounts.get(directory), "secret", "secretName"), key
+
+
+def cmd_cohort_scripts(args):
+    """scripts/mint-tokens.sh and scripts/make-cohort-ca.sh, run into a temporary folder: their
+    files' formats and modes, the hashes against the handed-out tokens, the certificate's names
+    against the Services, and the Secrets' names and keys against the Deployment's mounts."""
+    problems = Problems()
+    work = pathlib.Path(args.work)
+    dep, mounts, flags, services = server_objects(args.server_render)
+    namespace = dep["metadata"].get("namespace", "default")
+
+    # Tokens: mint, check, mint again (add, keep, rotate, remove), check again.
+    tdir = work / "tokens"
+    state = {}
+
+    def check_tokens(when):
+        tokens, handout = tdir / "tokens.txt", tdir / "handout.txt"
+        manifest = tdir / f"{TOKENS_SECRET}.secret.yaml"
+        for f in (tokens, handout, manifest):
+            if not problems.require(f.exists(), f"{when}: {f.name} was not written"):
+                return {}
+            problems.require(file_mode(f) == 0o600, f"{when}: {f.name} has mode {file_mode(f):o}, not 600")
+        problems.require(file_mode(tdir) == 0o700, f"{when}: {tdir.name}/ has mode {file_mode(tdir):o}, not 700")
+        lines = {}
+        for n, line in enumerate(tokens.read_text().splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            words = line.split()
+            ok = len(words) >= 2 and re.fullmatch(r"[A-Za-z0-9._-]{1,64}", words[0]) and re.fullmatch(r"[0-9a-f]{64}", words[1]) \
+                and (len(words) < 3 or words[2] in ("participant", "admin") or "=" in words[2])
+            if problems.require(ok, f"{when}: tokens.txt line {n} is not NAME SHA256_HEX [ROLE] [key=value ...]: {line!r}"):
+                problems.require(words[0] not in lines, f"{when}: tokens.txt names {words[0]} twice")
+                lines[words[0]] = words
+        handed = {}
+        for line in handout.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                name, token = line.split()
+                handed[name] = token
+        problems.require(set(handed) == set(lines), f"{when}: handout.txt names {sorted(handed)}, tokens.txt {sorted(lines)}")
+        for name, token in handed.items():
+            problems.require(TOKEN_RE.fullmatch(token), f"{when}: {name}'s token {token[:8]}... is not attn_ and 43 base64url characters")
+            digest = hashlib.sha256(token.encode()).hexdigest()
+            problems.require(name in lines and lines[name][1] == digest,
+                             f"{when}: tokens.txt's hash for {name} is not the SHA-256 of the token handed out "
+                             f"({lines.get(name, ['', '?'])[1][:12]}... vs {digest[:12]}...)")
+        problems.require(len(set(handed.values())) == len(handed), f"{when}: two participants share a token")
+        problems.require(not TOKEN_RE.search(tokens.read_text()), f"{when}: tokens.txt holds a token, not only hashes")
+        secret = read_manifest(manifest)
+        problems.require((secret.get("kind"), dig(secret, "metadata", "name"), dig(secret, "metadata", "namespace"))
+                         == ("Secret", TOKENS_SECRET, namespace),
+                         f"{when}: {manifest.name} is not Secret {namespace}/{TOKENS_SECRET}")
+        want_secret, want_key = secret_for(mounts, flags.get("tokens_file", "/tokens.txt"))
+        problems.require(want_secret == dig(secret, "metadata", "name"),
+                         f"{when}: the Deployment mounts --tokens_file from Secret {want_secret}, the script writes "
+                         f"{dig(secret, 'metadata', 'name')}")
+        data = dig(secret, "data", want_key)
+        problems.require(data and base64.b64decode(data).decode() == tokens.read_text(),
+                         f"{when}: the Secret's key {want_key} (--tokens_file's name) is not tokens.txt")
+        return {"lines": lines, "handed": handed}
+
+    rc = run_script([args.mint, tdir, "alice", "bob", "--admin", "host", "--count", "2"])
+    if problems.require(rc.returncode == 0, f"mint-tokens.sh failed: {rc.stderr.strip()}"):
+        state = check_tokens("first run")
+        if state:
+            problems.require(dig(state, "lines", "host", default=[None] * 3)[2:3] == ["admin"], "--admin host: not an admin line")
+            problems.require({"participant01", "participant02"} <= set(state["lines"]), "--count 2: no participant01, participant02")
+    if state:
+        rc = run_script([args.mint, tdir, "alice", "carol", "--rotate", "bob", "--remove", "participant02"])
+        if problems.require(rc.returncode == 0, f"mint-tokens.sh (second run) failed: {rc.stderr.strip()}"):
+            again = check_tokens("second run")
+            if again:
+                problems.require(again["handed"].get("alice") == state["handed"]["alice"], "second run: alice's token changed")
+                problems.require(again["handed"].get("bob") not in (None, state["handed"]["bob"]), "--rotate bob: bob kept the old token")
+                problems.require("carol" in again["lines"] and "participant02" not in again["lines"],
+                                 "second run: carol not added, or participant02 not removed")
+                problems.require(again["lines"].get("host", [None] * 3)[2:3] == ["admin"], "second run: host lost its admin role")
+    inside = ROOT / "tests" / "deploy" / ".mint-refused"
+    rc = run_script([args.mint, inside, "alice"])
+    problems.require(rc.returncode != 0 and not inside.exists(),
+                     "mint-tokens.sh wrote into the repository's work tree; it must refuse any folder inside a git work tree")
+    if inside.exists():
+        shutil.rmtree(inside)
+
+    # TLS: a CA, the server's certificate for every name a client may use, the Secret and the
+    # CA's ConfigMap; a second run keeps the CA.
+    cdir = work / "tls"
+    externals = ["203.0.113.7", "attn.example.org"]
+    rc = run_script([args.ca, cdir] + [x for e in externals for x in ("--external", e)])
+    names = []
+    if problems.require(rc.returncode == 0, f"make-cohort-ca.sh failed: {rc.stderr.strip()}"):
+        for f, mode in (("ca.key", 0o600), ("tls.key", 0o600), ("ca.crt", None), ("tls.crt", None)):
+            if problems.require((cdir / f).exists(), f"make-cohort-ca.sh wrote no {f}") and mode:
+                problems.require(file_mode(cdir / f) == mode, f"{f} has mode {file_mode(cdir / f):o}, not {mode:o}")
+        verify = run_script(["openssl", "verify", "-CAfile", cdir / "ca.crt", cdir / "tls.crt"])
+        problems.require(verify.returncode == 0, f"tls.crt does not verify against ca.crt: {verify.stdout}{verify.stderr}")
+        text = run_script(["openssl", "x509", "-in", cdir / "tls.crt", "-noout", "-text"]).stdout
+        m = re.search(r"Subject Alternative Name:.*?\n\s*(.*)\n", text)
+        sans = {x.strip().replace("IP Address:", "IP:") for x in m.group(1).split(",")} if m else set()
+        for svc in services:
+            n, ns = svc["metadata"]["name"], svc["metadata"].get("namespace", namespace)
+            names += [n, f"{n}.{ns}", f"{n}.{ns}.svc", f"{n}.{ns}.svc.cluster.local"]
+        wanted = {f"DNS:{n}" for n in names} | {"IP:203.0.113.7", "DNS:attn.example.org"}
+        problems.require(wanted <= sans, f"tls.crt's names lack {sorted(wanted - sans)} (it has {sorted(sans)})")
+        problems.require("TLS Web Server Authentication" in text, "tls.crt is not for server authentication (extendedKeyUsage)")
+        ca_text = run_script(["openssl", "x509", "-in", cdir / "ca.crt", "-noout", "-text"]).stdout
+        problems.require("CA:TRUE" in ca_text, "ca.crt is not a CA certificate (basicConstraints CA:TRUE)")
+        pub_key = run_script(["openssl", "pkey", "-in", cdir / "tls.key", "-pubout"]).stdout
+        pub_crt = run_script(["openssl", "x509", "-in", cdir / "tls.crt", "-noout", "-pubkey"]).stdout
+        problems.require(pub_key and pub_key == pub_crt, "tls.key is not the key of tls.crt")
+        secret = read_manifest(cdir / f"{TLS_SECRET}.secret.yaml")
+        problems.require((secret.get("kind"), secret.get("type"), dig(secret, "metadata", "name"), dig(secret, "metadata", "namespace"))
+                         == ("Secret", "kubernetes.io/tls", TLS_SECRET, namespace),
+                         f"{TLS_SECRET}.secret.yaml is not a kubernetes.io/tls Secret {namespace}/{TLS_SECRET}")
+        for flag, f in (("tls_cert_file", "tls.crt"), ("tls_key_file", "tls.key")):
+            want_secret, want_key = secret_for(mounts, flags.get(flag, "/" + f))
+            problems.require(want_secret == dig(secret, "metadata", "name"),
+                             f"the Deployment mounts --{flag} from Secret {want_secret}, the script writes {dig(secret, 'metadata', 'name')}")
+            data = dig(secret, "data", want_key)
+            problems.require(data and base64.b64decode(data) == (cdir / f).read_bytes(),
+                             f"the TLS Secret's key {want_key} (--{flag}'s name) is not {f}")
+        cm = read_manifest(cdir / f"{CA_CONFIGMAP}.configmap.yaml")
+        problems.require((cm.get("kind"), dig(cm, "metadata", "name")) == ("ConfigMap", CA_CONFIGMAP)
+                         and dig(cm, "data", "ca.crt") == (cdir / "ca.crt").read_text()
+                         and not PRIVATE_KEY_RE.search(json.dumps(cm)),
+                         f"{CA_CONFIGMAP}.configmap.yaml is not ConfigMap {CA_CONFIGMAP} holding ca.crt (and no key)")
+        if args.jupyter_render:
+            jdocs = load_docs(args.jupyter_render)
+            jdep = next((d for d in jdocs if d["kind"] == "Deployment"), {})
+            problems.require(dig(cm, "metadata", "namespace") == dig(jdep, "metadata", "namespace"),
+                             f"ConfigMap {CA_CONFIGMAP} goes to {dig(cm, 'metadata', 'namespace')}, JupyterLab runs in "
+                             f"{dig(jdep, 'metadata', 'namespace')}")
+            target = next((e.get("value") for c in dig(jdep, "spec", "template", "spec", "containers", default=[])
+                           for e in c.get("env") or [] if e["name"] == "ATTN_TARGET"), "")
+            host = re.sub(r"^dns:///", "", target).rsplit(":", 1)[0]
+            problems.require(f"DNS:{host}" in sans, f"JupyterLab's ATTN_TARGET host {host} is not a name of tls.crt")
+        ca_before, crt_before = (cdir / "ca.crt").read_bytes(), (cdir / "tls.crt").read_bytes()
+        rc = run_script([args.ca, cdir])
+        problems.require(rc.returncode == 0 and (cdir / "ca.crt").read_bytes() == ca_before
+                         and (cdir / "tls.crt").read_bytes() != crt_before,
+                         "make-cohort-ca.sh again: the CA must stay (participants hold its certificate) and tls.crt be re-issued")
+    return problems.report(f"mint-tokens.sh: 5 then 5 participants, modes 600, each hash the SHA-256 of the token handed out, "
+                           f"Secret {TOKENS_SECRET} as mounted; make-cohort-ca.sh: keys 600, tls.crt valid for "
+                           f"{len(names)} Service names + 2 external, Secret {TLS_SECRET} as mounted, CA kept on a re-run")
+
+
+def repository_files(root):
+    """Files git would commit (tracked, and untracked but not ignored); every file where root is
+    not a git work tree."""
+    run = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         capture_output=True, text=True)
+    if run.returncode == 0 and (root / ".git").exists():
+        return [root / p for p in run.stdout.split("\0") if p]
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def cmd_no_secrets(args):
+    """No token, tokens-file line, private key or Secret with data anywhere in the repository
+    (what git would commit), outside the server's and client's own tests (tests/ but
+    tests/deploy/), whose loopback servers may carry throwaway test credentials."""
+    problems = Problems()
+    root = pathlib.Path(args.root).resolve()
+    scanned = 0
+    for path in repository_files(root):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("tests/") and not rel.startswith("tests/deploy/"):
+            continue
+        if not path.is_file():
+            continue
+        problems.require(path.name not in ("handout.txt", "tokens.txt", "ca.key", "tls.key"),
+                         f"{rel}: a file the host's scripts write (mint-tokens.sh, make-cohort-ca.sh) is in the repository")
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        scanned += 1
+        for pattern, what in ((TOKEN_RE, "a bearer token (attn_...)"), (TOKENS_LINE_RE, "a tokens-file line (NAME SHA256_HEX)"),
+                              (PRIVATE_KEY_RE, "a private key")):
+            m = pattern.search(text)
+            problems.require(not m, f"{rel}:{text[:m.start()].count(chr(10)) + 1 if m else 0}: holds {what}")
+        if path.suffix in (".yaml", ".yml") and re.search(r"^kind:\s*Secret\s*$", text, re.M):
+            try:
+                docs = list(yaml.safe_load_all(text))
+            except yaml.YAMLError:
+                docs = []
+            for d in docs:
+                if isinstance(d, dict) and d.get("kind") == "Secret":
+                    problems.require(not d.get("data") and not d.get("stringData"),
+                                     f"{rel}: Secret {dig(d, 'metadata', 'name')} with data")
+    return problems.report(f"{scanned} files git would commit: no tokens, tokens-file lines, private keys or Secrets with data")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1242,6 +1801,16 @@ def main():
     p.add_argument("file")
     p.add_argument("--flags")
     p.set_defaults(fn=cmd_dockerfile)
+    p = sub.add_parser("cohort-scripts")
+    p.add_argument("--mint", default=str(ROOT / "scripts/mint-tokens.sh"))
+    p.add_argument("--ca", default=str(ROOT / "scripts/make-cohort-ca.sh"))
+    p.add_argument("--server-render", required=True, help="the render of deploy/ (attn-server's mounts, flags, Services)")
+    p.add_argument("--jupyter-render", help="the render of deploy/jupyter (its namespace and ATTN_TARGET)")
+    p.add_argument("--work", required=True, help="an empty folder outside the repository")
+    p.set_defaults(fn=cmd_cohort_scripts)
+    p = sub.add_parser("no-secrets")
+    p.add_argument("root", nargs="?", default=str(ROOT))
+    p.set_defaults(fn=cmd_no_secrets)
     p = sub.add_parser("jupyter")
     p.add_argument("render")
     p.add_argument("--server-render", required=True, help="the render of deploy/ (attn-server's Services and policies)")

@@ -5,11 +5,20 @@
 
 1. Starts BINARY with the ConfigMap's flag file, overridden only where a CI machine differs from
    an L4 node (loopback addresses with free ports, the cpu backend, a small arena, text logs).
+   Where the flag file turns on TLS and tokens, the host's scripts (scripts/make-cohort-ca.sh,
+   scripts/mint-tokens.sh) make a CA, a certificate and tokens here, laid out as the kubelet lays
+   out a Secret volume (files behind a ..data symlink), and the flags point there instead of the
+   pod's /etc/attn/tls and /etc/attn/tokens.
 2. Asks grpc.health.v1 about the service names the Deployment's probes use (read from RENDER, a
-   `kubectl kustomize` of deploy/): start-up, liveness and readiness must all be SERVING.
-3. Makes one Attend and one RunBenchmark, so that the histogram and counter series exist, and
+   `kubectl kustomize` of deploy/), on the port the probes ask (--health_address's plaintext port
+   where the gRPC port speaks TLS): start-up, liveness and readiness must all be SERVING.
+3. With TLS and tokens: a plaintext client is refused, a call without a token is UNAUTHENTICATED,
+   and the calls below go over TLS (checking the certificate against the CA, for the Service's
+   name) with a participant's token.
+   Makes one Attend and one RunBenchmark, so that the histogram and counter series exist, and
    writes GET /metrics to SCRAPE (the real scrape deploy-check compares the dashboard and rules
-   with).
+   with). With tokens: a participant added by mint-tokens.sh and swapped into the Secret volume as
+   the kubelet swaps it is let in within 15 s, without a restart.
 4. SIGTERM while a benchmark job runs: readiness must go NOT_SERVING while liveness stays
    SERVING, the job must still finish, and the process must exit 0 within the Deployment's
    terminationGracePeriodSeconds.
@@ -23,6 +32,7 @@ started is killed on the way out, whatever happened.
 """
 import argparse
 import atexit
+import os
 import pathlib
 import re
 import shutil
@@ -81,6 +91,89 @@ def stubs(proto_root, work):
     return attention_pb2, attention_pb2_grpc
 
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def read_flags(path):
+    flags = {}
+    for line in pathlib.Path(path).read_text().splitlines():
+        line = line.strip()
+        if line.startswith("--"):
+            name, _, value = line[2:].partition("=")
+            flags[name] = value
+    return flags
+
+
+def secret_volume(directory, files):
+    """Writes `files` (name -> source path) into `directory` as the kubelet's atomic writer lays
+    out a Secret volume: a timestamped folder, `..data` pointing at it, and each name a symlink
+    through `..data`. An update makes a new folder and swaps `..data` in one rename, so a reader
+    that watches the file's own inode never sees the change; attn-server must see it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = directory / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{time.monotonic_ns()}"
+    stamp.mkdir()
+    for name, src in files.items():
+        shutil.copyfile(src, stamp / name)
+        if not (directory / name).is_symlink():
+            os.symlink(f"..data/{name}", directory / name)
+    old = os.readlink(directory / "..data") if (directory / "..data").is_symlink() else None
+    os.symlink(stamp.name, directory / "..data_tmp")
+    os.replace(directory / "..data_tmp", directory / "..data")
+    if old:
+        shutil.rmtree(directory / old)
+
+
+class Identity:
+    """The cohort's TLS and tokens for a local run: the host's scripts into `work`, files laid out
+    as Secret volumes, the flags that point there, and channel credentials and call metadata."""
+
+    def __init__(self, flags, work, authority):
+        self.tls = bool(flags.get("tls_cert_file"))
+        self.tokens = bool(flags.get("tokens_file"))
+        self.work, self.authority = work, authority
+        self.flags, self.token, self.admin = [], None, None
+        if self.tls:
+            run([ROOT / "scripts/make-cohort-ca.sh", work / "host-tls"])
+            secret_volume(work / "tls", {"tls.crt": work / "host-tls/tls.crt", "tls.key": work / "host-tls/tls.key"})
+            self.ca = (work / "host-tls/ca.crt").read_bytes()
+            self.flags += [f"--tls_cert_file={work}/tls/tls.crt", f"--tls_key_file={work}/tls/tls.key"]
+        if self.tokens:
+            run([ROOT / "scripts/mint-tokens.sh", work / "host-tokens", "ada", "--admin", "host"])
+            secret_volume(work / "tokens", {"tokens.txt": work / "host-tokens/tokens.txt"})
+            handed = self.handout()
+            self.token, self.admin = handed["ada"], handed["host"]
+            self.flags.append(f"--tokens_file={work}/tokens/tokens.txt")
+        if flags.get("health_address"):
+            self.flags.append("--health_address=127.0.0.1:0")
+
+    def handout(self):
+        return dict(line.split() for line in (self.work / "host-tokens/handout.txt").read_text().splitlines()
+                    if line.strip() and not line.startswith("#"))
+
+    def add_participant(self, name):
+        """mint-tokens.sh adds `name`; the Secret volume is updated as the kubelet would; its token."""
+        run([ROOT / "scripts/mint-tokens.sh", self.work / "host-tokens", name])
+        secret_volume(self.work / "tokens", {"tokens.txt": self.work / "host-tokens/tokens.txt"})
+        return self.handout()[name]
+
+    def channel(self, port):
+        import grpc
+        if not self.tls:
+            return grpc.insecure_channel(f"127.0.0.1:{port}")
+        return grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(root_certificates=self.ca),
+                                   [("grpc.ssl_target_name_override", self.authority)])
+
+    def metadata(self, token=""):
+        token = token or self.token
+        return (("authorization", f"Bearer {token}"),) if token else None
+
+
+def run(cmd):
+    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        fail(f"{' '.join(str(c) for c in cmd)} failed:\n{done.stdout}{done.stderr}")
+
+
 class Server:
     def __init__(self, args, extra, log_path):
         self.log_path = log_path
@@ -88,7 +181,7 @@ class Server:
         self.proc = subprocess.Popen([args.binary, f"--flagfile={args.flagfile}", *extra],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         STARTED.append(self.proc)
-        self.grpc_port = self.metrics_port = None
+        self.grpc_port = self.metrics_port = self.health_port = None
         self.serving = None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.serving is None:
@@ -100,6 +193,10 @@ class Server:
                 self.serving = m.group(1) == "SERVING"
                 self.grpc_port = int(m.group(2))
                 self.metrics_port = int(m.group(3)) if m.group(3) else None
+                line = self.text()[m.start():].split("\n", 1)[0]
+                h = re.search(r'health="[^"]*\(port (\d+), plaintext\)"', line)
+                # Kubernetes' probes ask the plaintext health port where there is one.
+                self.health_port = int(h.group(1)) if h else self.grpc_port
             else:
                 time.sleep(0.05)
         if self.serving is None:
@@ -111,7 +208,7 @@ class Server:
     def health(self, service):
         import grpc
         request = b"" if not service else b"\x0a" + bytes([len(service)]) + service.encode()
-        with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
+        with grpc.insecure_channel(f"127.0.0.1:{self.health_port}") as channel:
             check = channel.unary_unary("/grpc.health.v1.Health/Check",
                                         request_serializer=lambda b: b, response_deserializer=lambda b: b)
             try:
@@ -127,6 +224,15 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             fail(f"attn-server did not exit within {timeout} s of SIGTERM:\n{self.text()[-2000:]}")
+
+
+def authority(render):
+    """The name a client in the cluster uses for attn-server: its ClusterIP Service's full name."""
+    for doc in yaml.safe_load_all(open(render)):
+        if doc and doc.get("kind") == "Service" and (doc.get("spec") or {}).get("clusterIP") != "None" \
+                and (doc["spec"].get("selector") or {}).get("app.kubernetes.io/name") == "attn-server":
+            return f'{doc["metadata"]["name"]}.{doc["metadata"].get("namespace", "default")}.svc.cluster.local'
+    fail(f"no attn-server ClusterIP Service in {render}")
 
 
 def expect_health(server, probes, want, when):
@@ -156,30 +262,70 @@ def main():
     pb, pb_grpc = stubs(args.proto, work)
     import grpc
 
+    ident = Identity(read_flags(args.flagfile), work, authority(args.render))
     local = ["--listen_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0", "--arena_mib=256",
-             "--log_format=text"]
+             "--log_format=text"] + ident.flags
     # 1-4: the serving replica.
     server = Server(args, local + ["--devices=cpu"], work / "serving.log")
     if not server.serving:
         fail(f"attn-server on the cpu backend is NOT_SERVING:\n{server.text()}")
     all_serving = {p: "SERVING" for p in probes}
-    print("health while serving: " + expect_health(server, probes, all_serving, "serving"))
+    print(f"health while serving (port {server.health_port}"
+          f"{', plaintext beside the TLS gRPC port' if server.health_port != server.grpc_port else ''}): "
+          + expect_health(server, probes, all_serving, "serving"))
 
-    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+    shape = pb.Shape(batch=1, q_len=16, num_heads=2, head_dim=16)
+    attend = pb.AttendRequest(shape=shape, dtype=pb.FLOAT32, backend="cpu", generated=pb.GeneratedInputs(seed=1))
+    if ident.tls:
+        with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+            try:
+                pb_grpc.AttentionServiceStub(channel).Attend(attend, timeout=5, metadata=ident.metadata())
+                fail("a plaintext client's Attend succeeded on the TLS port")
+            except grpc.RpcError as e:
+                print(f"plaintext client on the TLS port: refused ({e.code().name})")
+    if ident.tokens:
+        with ident.channel(server.grpc_port) as channel:
+            try:
+                pb_grpc.AttentionServiceStub(channel).Attend(attend, timeout=10)
+                fail("an Attend without a token succeeded")
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNAUTHENTICATED:
+                    fail(f"an Attend without a token: {e.code().name} {e.details()}, expected UNAUTHENTICATED")
+        print("an Attend without a token: UNAUTHENTICATED")
+
+    with ident.channel(server.grpc_port) as channel:
         stub = pb_grpc.AttentionServiceStub(channel)
-        shape = pb.Shape(batch=1, q_len=16, num_heads=2, head_dim=16)
-        reply = stub.Attend(pb.AttendRequest(shape=shape, dtype=pb.FLOAT32, backend="cpu",
-                                             generated=pb.GeneratedInputs(seed=1)), timeout=30)
+        reply = stub.Attend(attend, timeout=30, metadata=ident.metadata())
         if reply.backend != "cpu" or len(reply.output) != 16 * 2 * 16 * 4:
             fail(f"Attend: backend {reply.backend!r}, {len(reply.output)} output bytes")
         job = pb.RunBenchmarkRequest(
             cases=pb.CaseList(cases=[pb.BenchmarkCase(section="deploy-check", shape=shape, dtype=pb.FLOAT32,
                                                       backend="cpu")]),
             options=pb.BenchmarkOptions(warmup=1, repeats=3))
-        results = [e.result for e in stub.RunBenchmark(job, timeout=60) if e.HasField("result")]
+        results = [e.result for e in stub.RunBenchmark(job, timeout=60, metadata=ident.metadata()) if e.HasField("result")]
         if [r.status for r in results] != ["OK"]:
             fail(f"RunBenchmark: case statuses {[r.status for r in results]}, expected ['OK']")
-    print("one Attend and one RunBenchmark case on the cpu backend: OK")
+    print("one Attend and one RunBenchmark case on the cpu backend: OK"
+          + (f" (TLS for {ident.authority}, participant ada's token)" if ident.tls and ident.tokens else ""))
+
+    if ident.tokens:
+        # A participant added to the Secret while the server runs: in within 15 s, no restart.
+        token, started, last = ident.add_participant("late"), time.monotonic(), ""
+        with ident.channel(server.grpc_port) as channel:
+            stub = pb_grpc.AttentionServiceStub(channel)
+            while True:
+                try:
+                    stub.Attend(attend, timeout=10, metadata=ident.metadata(token))
+                    break
+                except grpc.RpcError as e:
+                    last = f"{e.code().name}: {e.details()}"
+                if time.monotonic() - started > 15:
+                    fail(f"a participant added to the tokens Secret was not let in within 15 s: {last}")
+                time.sleep(0.25)
+        if server.proc.poll() is not None:
+            fail("attn-server exited while its tokens file changed")
+        print(f"tokens Secret updated (a new ..data, as the kubelet swaps it): participant 'late' let in after "
+              f"{time.monotonic() - started:.1f} s, no restart")
 
     if server.metrics_port is None:
         fail("the flag file turns the metrics endpoint off")
@@ -192,7 +338,7 @@ def main():
     # turn NOT_SERVING (the pod leaves the Services) while liveness stays SERVING (no restart),
     # the accepted job must still finish, and the process exit 0 within the grace period.
     draining = {p: ("NOT_SERVING" if p == "readinessProbe" else "SERVING") for p in probes}
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    channel = ident.channel(server.grpc_port)
     stub = pb_grpc.AttentionServiceStub(channel)
     job = pb.RunBenchmarkRequest(
         cases=pb.CaseList(cases=[pb.BenchmarkCase(section="drain", dtype=pb.FLOAT32, backend="cpu",
@@ -203,7 +349,7 @@ def main():
 
     def run_job():
         try:
-            for e in stub.RunBenchmark(job, timeout=60):
+            for e in stub.RunBenchmark(job, timeout=60, metadata=ident.metadata()):
                 events.append(e)
                 if e.HasField("case_started"):
                     started.set()
