@@ -356,6 +356,9 @@ reject "gRPC admitted by a label a namespace can set itself" "select the cohort 
 reject "DNS egress to every address" "an egress rule to every destination" render_and "$broken/egress-anywhere" policy
 reject "PriorityClass that the pod does not use" "no priorityClassName" render_and "$broken/no-priority-class" policy
 reject "cohort egress to the internet" "egress to ipBlock 0.0.0.0/0" render_and "$broken/cohort-egress-anywhere" policy
+sed 's|^\(\s*\)cidr: 0.0.0.0/0$|\1cidr: 10.0.0.0/8|' "$work/render/deploy_components_external.yaml" >"$work/weak/external-ranges.yaml"
+reject "external gRPC admitted from addresses the load balancer does not take" "equal to an external LoadBalancer Service's loadBalancerSourceRanges" \
+  "${checker[@]}" policy "$work/weak/external-ranges.yaml"
 mkdir -p "$work/cohort-copy" "$work/id-copy"
 cp -r deploy/cohort/. "$work/cohort-copy/"
 sed -i 's/requests.nvidia.com\/gpu: "0"/requests.nvidia.com\/gpu: "1"/' "$work/cohort-copy/resourcequota.yaml"

@@ -379,6 +379,7 @@ def cmd_policy(args):
     # Services: selectors reach the pods, target ports exist; one ClusterIP, one headless.
     services = by_kind.get("Service", [])
     kinds = set()
+    external_ranges = []  # the source ranges of each external LoadBalancer (components/external)
     for svc in services:
         sw = f'Service/{svc["metadata"]["name"]}'
         if not selector_matches({"matchLabels": dig(svc, "spec", "selector") or {}}, pod_labels) \
@@ -393,6 +394,14 @@ def cmd_policy(args):
         if dig(svc, "spec", "clusterIP") == "None":
             problems.require(any(p.get("targetPort") == "grpc" for p in dig(svc, "spec", "ports") or []),
                              f"{sw}: headless Service must carry the grpc port")
+        if dig(svc, "spec", "type") == "LoadBalancer":
+            problems.require([p.get("targetPort") for p in dig(svc, "spec", "ports") or []] == ["grpc"],
+                             f"{sw}: a LoadBalancer carries the grpc port (TLS, tokens) alone; metrics are scraped in-cluster")
+            problems.require(dig(svc, "spec", "externalTrafficPolicy") == "Local",
+                             f"{sw}: externalTrafficPolicy must be Local, or the NetworkPolicy sees node addresses, not clients'")
+            ranges = sorted(dig(svc, "spec", "loadBalancerSourceRanges") or [])
+            if problems.require(ranges, f"{sw}: no loadBalancerSourceRanges (say 0.0.0.0/0 if every address is meant)"):
+                external_ranges.append(ranges)
     problems.require(kinds == {"headless", "clusterip"},
                      f"need a ClusterIP and a headless Service selecting the pods; found {sorted(kinds) or 'none'}")
 
@@ -415,17 +424,27 @@ def cmd_policy(args):
                 continue
             if not problems.require(peers, f"{pw}: an ingress rule without from admits every source"):
                 continue
+            rports_named = {next((n for n, v in ports.items() if v == p), p) for p in rports}
             for peer in peers:
-                problems.require("ipBlock" not in peer, f"{pw}: ipBlock peers are not expected")
+                # Addresses only for the external load balancer's clients (components/external): on
+                # the gRPC port, the Service's own source ranges, client addresses kept (Local).
+                if "ipBlock" in peer:
+                    cidrs = sorted(p["ipBlock"].get("cidr") for p in peers if "ipBlock" in p)
+                    problems.require(rports_named == {"grpc"} and cidrs in external_ranges,
+                                     f"{pw}: ipBlock {cidrs} on ports {sorted(map(str, rports))}: addresses are admitted only to "
+                                     f"the grpc port, equal to an external LoadBalancer Service's loadBalancerSourceRanges "
+                                     f"(externalTrafficPolicy: Local); found {external_ranges or 'none'}")
+                    continue
                 ns_sel = peer.get("namespaceSelector")
                 problems.require(ns_sel != {}, f"{pw}: namespaceSelector {{}} admits every namespace")
                 problems.require(not (ns_sel is None and peer.get("podSelector") == {}),
                                  f"{pw}: podSelector {{}} admits every pod of the namespace")
-            rports_named = {next((n for n, v in ports.items() if v == p), p) for p in rports}
             if rports_named == {"grpc"}:
                 # The cohort: namespaces named by kubernetes.io/metadata.name, or labelled pods of this one.
                 for peer in peers:
                     ns_sel = peer.get("namespaceSelector")
+                    if "ipBlock" in peer:
+                        continue
                     if ns_sel is not None:
                         names = namespace_names(ns_sel)
                         if problems.require(names is not None,
