@@ -1737,14 +1737,14 @@ def repository_files(root):
 
 def cmd_no_secrets(args):
     """No token, tokens-file line, private key or Secret with data anywhere in the repository
-    (what git would commit), outside the server's and client's own tests (tests/ but
-    tests/deploy/), whose loopback servers may carry throwaway test credentials."""
+    (what git would commit), outside the server's and clients' own tests (tests/ but tests/deploy/,
+    and client/python/tests/), whose loopback servers may carry throwaway test credentials."""
     problems = Problems()
     root = pathlib.Path(args.root).resolve()
     scanned = 0
     for path in repository_files(root):
         rel = path.relative_to(root).as_posix()
-        if rel.startswith("tests/") and not rel.startswith("tests/deploy/"):
+        if (rel.startswith("tests/") and not rel.startswith("tests/deploy/")) or rel.startswith("client/python/tests/"):
             continue
         if not path.is_file():
             continue
