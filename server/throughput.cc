@@ -15,9 +15,10 @@ namespace attn::server {
 namespace {
 
 // Calibration problems: big enough to run at a useful fraction of the rate large calls get,
-// small enough to take milliseconds (a GPU problem of 2.1 GFLOP; the cpu backend's 34 MFLOP).
+// small enough to take milliseconds (a GPU problem of 34 GFLOP with 256 MiB of naive workspace;
+// the cpu backend's 34 MFLOP).
 AttentionProblem GpuCalibration(DType dtype) {
-  return AttentionProblem::SelfAttention(1, 1024, 8, 64, dtype);
+  return AttentionProblem::SelfAttention(2, 2048, 8, 128, dtype);
 }
 AttentionProblem HostCalibration() {
   return AttentionProblem::SelfAttention(1, 256, 2, 64, DType::kFloat32);

@@ -17,6 +17,9 @@ int64_t LargestDivisorAtMost(int64_t n, int64_t cap) {
   return 1;
 }
 
+// Query rows of a piece come in multiples of this (the kernels' query tile) where they can.
+constexpr int64_t kRowBand = 64;
+
 // How PlanPieces cuts a problem: per level the size of a piece (the last may be smaller).
 struct Cut {
   int64_t batch, heads, rows;
@@ -25,6 +28,12 @@ struct Cut {
 Cut ChooseCut(const AttentionProblem& p, double max_flops) {
   const double whole = AttentionFlops(p);
   if (max_flops <= 0 || whole <= max_flops) return {p.batch, p.num_heads, p.q_len};
+  // Unmasked: bands of query rows across every batch and head first, so each piece still has
+  // B * N * rows / 64 tiles to fill a GPU (a piece of one head's rows would be a few blocks).
+  if (!p.causal) {
+    const int64_t rows = static_cast<int64_t>(max_flops / (whole / static_cast<double>(p.q_len)));
+    if (rows >= kRowBand) return {p.batch, p.num_heads, rows - rows % kRowBand};
+  }
   const double per_batch = whole / static_cast<double>(p.batch);
   if (per_batch <= max_flops) {
     return {LargestDivisorAtMost(p.batch, static_cast<int64_t>(max_flops / per_batch)), p.num_heads,
@@ -42,7 +51,7 @@ Cut ChooseCut(const AttentionProblem& p, double max_flops) {
   // the same problem with fewer rows).
   const double per_row = per_head / static_cast<double>(p.q_len);
   int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(max_flops / per_row));
-  if (rows >= 64) rows -= rows % 64;
+  if (rows >= kRowBand) rows -= rows % kRowBand;
   return {1, 1, std::min(rows, p.q_len)};
 }
 

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "attention/v1/attention.grpc.pb.h"
+#include "attn/device.h"
+#include "engine/test_util.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "server/server_helpers.h"
@@ -279,6 +281,130 @@ TEST(AdmissionProcess, SigtermWithABusyWorkerAndAFullQueueAnswersEveryoneWithinT
   const std::string log = ::attn::testing::ReadTextFile(server.log());
   EXPECT_EQ(std::regex_search(log, std::regex("rpc=Attend code=OK")), false) << log;
   EXPECT_NE(log.find("rpc=Attend code=UNAVAILABLE"), std::string::npos) << log;
+}
+
+// --- The same promises on a GPU, for the fused and cudnn backends (skip without one) ------
+
+class AdmissionGpu : public AdmissionTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device on this machine";
+    ServerOptions o = CpuOptions();
+    o.devices = "0";
+    o.arena_bytes = int64_t{16} << 30;
+    o.limits.max_request_bytes = int64_t{64} << 20;
+    Start(o);
+  }
+  // About a second on an H200 (5.6e14 FLOP, 5.4 GB of tensors), far under the 30 s call cap.
+  v1::AttendRequest Long() const {
+    v1::AttendRequest r = Generated(MakeShape(2, 131072, 32, 128, 8));
+    r.set_dtype(v1::BFLOAT16);
+    r.set_backend(GetParam());
+    return r;
+  }
+  // A small call with uploaded inputs, compared with the float64 reference.
+  void ExpectASmallCallRightWithin(Clock::time_point since, double seconds, const char* after) {
+    const auto p = AttentionProblem::SelfAttention(2, 300, 8, 128, DType::kBFloat16, true, 2);
+    const auto in = ::attn::testing::RandomInputs(p, 11);
+    v1::AttendRequest req;
+    *req.mutable_shape() = MakeShape(2, 300, 8, 128, 2);
+    req.set_dtype(v1::BFLOAT16);
+    req.set_causal(true);
+    req.set_backend(GetParam());
+    req.mutable_tensors()->set_q(std::string(in.q.bytes.begin(), in.q.bytes.end()));
+    req.mutable_tensors()->set_k(std::string(in.k.bytes.begin(), in.k.bytes.end()));
+    req.mutable_tensors()->set_v(std::string(in.v.bytes.begin(), in.v.bytes.end()));
+    grpc::ClientContext ctx;
+    v1::AttendResponse resp;
+    const grpc::Status s = stub_->Attend(&ctx, req, &resp);
+    const double took = SecondsSince(since);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    std::printf("%s: the next call was answered %.3f s %s\n", GetParam().c_str(), took, after);
+    EXPECT_LT(took, seconds) << after;
+    const std::vector<uint8_t> bytes(resp.output().begin(), resp.output().end());
+    const auto cmp = ::attn::testing::Compare(::attn::testing::Decode(bytes, p.dtype),
+                                              ::attn::testing::Reference(in),
+                                              ::attn::testing::ToleranceFor(p.dtype));
+    EXPECT_TRUE(cmp.within) << cmp.ToString();
+    for (int i = 0; i < 50 && Scraped(*server_, "attn_arena_used_bytes{device=\"0\"}") != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(Scraped(*server_, "attn_arena_used_bytes{device=\"0\"}"), 0);
+  }
+};
+
+TEST_P(AdmissionGpu, ALongCallStopsAtItsDeadlineAndTheNextCallIsRight) {
+  AsyncAttend call(*stub_, Long(), 0.3);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(300);
+  EXPECT_EQ(call.Wait().error_code(), grpc::DEADLINE_EXCEEDED);
+  std::this_thread::sleep_until(deadline);
+  ExpectASmallCallRightWithin(deadline, 1.0, "after the long call's deadline");
+}
+
+TEST_P(AdmissionGpu, AClientCancelStopsALongCall) {
+  AsyncAttend call(*stub_, Long(), 60);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto cancelled = Clock::now();
+  call.context().TryCancel();
+  EXPECT_EQ(call.Wait().error_code(), grpc::CANCELLED);
+  ExpectASmallCallRightWithin(cancelled, 1.0, "after the client's cancel");
+}
+
+TEST_P(AdmissionGpu, OverTheCapsIsRefusedUpFront) {
+  grpc::ClientContext ctx;
+  v1::AttendResponse resp;
+  v1::AttendRequest huge = Long();
+  huge.mutable_shape()->set_batch(1024);
+  grpc::Status s = stub_->Attend(&ctx, huge, &resp);
+  EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("over --max_call_seconds=30"), std::string::npos) << s.error_message();
+  // One causal head cannot be split: est. several seconds is refused.
+  v1::AttendRequest head = Generated(MakeShape(1, 1 << 21, 1, 128));
+  head.set_dtype(v1::BFLOAT16);
+  head.set_causal(true);
+  head.set_backend(GetParam());
+  grpc::ClientContext ctx2;
+  s = stub_->Attend(&ctx2, head, &resp);
+  EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("one causal head"), std::string::npos) << s.error_message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, AdmissionGpu, ::testing::Values("fused", "cudnn"),
+                         [](const ::testing::TestParamInfo<std::string>& param) { return param.param; });
+
+// SIGTERM with the GPU's worker busy on a long call and the queue full.
+TEST(AdmissionGpuProcess, SigtermWithABusyGpuAndAFullQueueAnswersEveryoneWithinTheGrace) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device on this machine";
+  ::attn::testing::ServerProcess server(
+      "drain_gpu", {"--devices=0", "--arena_mib=16384", "--shutdown_grace_s=1", "--queue_depth=3"});
+  ASSERT_GT(server.port(), 0) << ::attn::testing::ReadTextFile(server.log());
+  auto stub = Connect(server.port());
+  std::vector<std::unique_ptr<AsyncAttend>> calls;
+  for (int i = 0; i < 4; ++i) {  // each ~1 s on an H200: one runs, three wait
+    v1::AttendRequest r = Generated(MakeShape(2, 131072, 32, 128, 8));
+    r.set_dtype(v1::BFLOAT16);
+    r.set_backend("fused");
+    calls.push_back(std::make_unique<AsyncAttend>(*stub, r, 60));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto sigterm = Clock::now();
+  ASSERT_TRUE(server.Signal(SIGTERM));
+  int ok = 0;
+  for (auto& call : calls) {
+    const grpc::Status s = call->Wait();
+    ok += s.ok();
+    if (!s.ok()) {
+      EXPECT_EQ(s.error_code(), grpc::UNAVAILABLE) << s.error_message();
+      EXPECT_NE(s.error_message().find("shutting down"), std::string::npos) << s.error_message();
+    }
+    EXPECT_LT(std::chrono::duration<double>(call->done() - sigterm).count(), 1 + 3);
+  }
+  const int status = server.Wait();
+  std::printf("drain on the GPU: %d of 4 calls finished in the grace, exit after %.2f s\n", ok,
+              SecondsSince(sigterm));
+  EXPECT_LT(SecondsSince(sigterm), 1 + 3);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
