@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +32,10 @@ ABSL_FLAG(int, clients, 1, "concurrent clients, one channel each");
 ABSL_FLAG(int, calls, 1000, "calls per client (after 20 warm-up calls)");
 ABSL_FLAG(bool, upload, true, "send q, k, v bytes (else: generated on the server)");
 ABSL_FLAG(bool, omit_output, false, "ask for timings only (no output bytes back)");
+ABSL_FLAG(bool, tls, false, "speak TLS, trusting the system's root certificates");
+ABSL_FLAG(std::string, tls_ca_file, "", "speak TLS, trusting this CA certificate (PEM)");
+ABSL_FLAG(std::string, token, "", "bearer token sent with every call (default: $ATTN_TOKEN)");
+ABSL_FLAG(std::string, client_id, "", "a label for the calls (the server's fairness key without tokens)");
 
 namespace v1 = attention::v1;
 
@@ -77,6 +84,26 @@ int main(int argc, char** argv) {
   } else {
     req.mutable_generated()->set_seed(1);
   }
+  req.set_client_id(absl::GetFlag(FLAGS_client_id));
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca_file).empty()) {
+    grpc::SslCredentialsOptions ssl;
+    if (const std::string ca = absl::GetFlag(FLAGS_tls_ca_file); !ca.empty()) {
+      std::ifstream f(ca, std::ios::binary);
+      std::stringstream pem;
+      pem << f.rdbuf();
+      if (!f || pem.str().find("-----BEGIN CERTIFICATE") == std::string::npos) {
+        std::fprintf(stderr, "attn-load: --tls_ca_file: '%s' is not a readable PEM certificate\n", ca.c_str());
+        return 2;
+      }
+      ssl.pem_root_certs = pem.str();
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
+  const char* env_token = std::getenv("ATTN_TOKEN");
+  const std::string token = !absl::GetFlag(FLAGS_token).empty() ? absl::GetFlag(FLAGS_token)
+                            : env_token != nullptr                ? env_token
+                                                                  : "";
   const int clients = absl::GetFlag(FLAGS_clients), calls = absl::GetFlag(FLAGS_calls);
   std::vector<std::vector<double>> e2e(clients), device(clients), total(clients);
   std::vector<int> errors(clients, 0);
@@ -87,10 +114,11 @@ int main(int argc, char** argv) {
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(-1);
       args.SetInt("attn.client", c);  // one connection per client
-      auto stub = v1::AttentionService::NewStub(grpc::CreateCustomChannel(
-          absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials(), args));
+      auto stub = v1::AttentionService::NewStub(
+          grpc::CreateCustomChannel(absl::GetFlag(FLAGS_target), credentials, args));
       for (int i = 0; i < calls + 20; ++i) {
         grpc::ClientContext ctx;
+        if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
         v1::AttendResponse resp;
         const auto a = std::chrono::steady_clock::now();
         const grpc::Status s = stub->Attend(&ctx, req, &resp);

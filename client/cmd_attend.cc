@@ -212,7 +212,7 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
   const grpc::Status status = stub->Attend(&ctx, req, &resp);
   if (!status.ok()) {
     return Fail(status.error_code() == grpc::INVALID_ARGUMENT ? kExitUsage : kExitFailed,
-                DescribeRpcError(status, ctx.peer()));
+                DescribeRpcError(status, ctx, common.target.tls));
   }
   const v1::Timings& t = resp.timings();
   const std::string shape = QShape(req.shape());

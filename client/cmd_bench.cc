@@ -409,7 +409,7 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
     ctx.set_deadline(deadline.value_or(std::chrono::system_clock::now() + std::chrono::seconds(30)));
     const grpc::Status s = v1::AttentionService::NewStub(channel)->GetServerInfo(
         &ctx, v1::GetServerInfoRequest(), &report.server);
-    if (!s.ok()) return Fail(kExitFailed, DescribeRpcError(s, ctx.peer()));
+    if (!s.ok()) return Fail(kExitFailed, DescribeRpcError(s, ctx, common.target.tls));
   }
   auto cases = BuildCases(args, report.server, static_cast<int>(*device));
   if (!cases.ok()) return Fail(kExitUsage, std::string(cases.status().message()));

@@ -32,7 +32,12 @@ std::vector<OptionSpec> CommonSpecs() {
       {"timeout", "SECONDS", "0",
        "deadline of the whole command; 0: 60 s per call for info/health/attend, none for bench"},
       {"format", "FORMAT", "table", "table, csv or json (csv: bench only)"},
-      {"client_id", "ID", "", "fairness key the server queues by (default: the connection's address)"},
+      {"client_id", "ID", "",
+       "a label for your calls (with tokens the server queues by your token's participant; "
+       "without, by this or the connection's address)"},
+      {"tls", "", "false", "speak TLS, trusting the system's root certificates"},
+      {"tls_ca_file", "FILE", "", "speak TLS, trusting the CA certificate (PEM) in FILE, e.g. the workshop's cohort-ca.crt"},
+      {"token", "TOKEN", "", "bearer token sent with every call (default: $ATTN_TOKEN)"},
   };
 }
 
@@ -58,7 +63,7 @@ int RunInfo(const CommonOptions& common, const ParsedArgs&) {
   ctx.set_deadline(Deadline(common));
   v1::ServerInfo info;
   const grpc::Status status = stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info);
-  if (!status.ok()) return Fail(kExitFailed, DescribeRpcError(status, ctx.peer()));
+  if (!status.ok()) return Fail(kExitFailed, DescribeRpcError(status, ctx, common.target.tls));
   if (common.format == "json") {
     google::protobuf::util::JsonPrintOptions options;
     options.add_whitespace = true;
@@ -122,7 +127,7 @@ int RunHealth(const CommonOptions& common, const ParsedArgs& args) {
     const grpc::Status status = stub->Check(&ctx, req, &resp);
     const std::string label = service.empty() ? "server" : service;
     if (!status.ok()) {
-      std::printf("%s: %s\n", label.c_str(), DescribeRpcError(status, ctx.peer()).c_str());
+      std::printf("%s: %s\n", label.c_str(), DescribeRpcError(status, ctx, common.target.tls).c_str());
       all_serving = false;
       continue;
     }

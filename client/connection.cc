@@ -1,5 +1,7 @@
 #include "client/connection.h"
 
+#include <grpcpp/support/client_interceptor.h>
+
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -92,12 +94,53 @@ absl::StatusOr<Target> ParseTarget(const std::string& spec) {
   return t;
 }
 
+namespace {
+
+// Adds "authorization: Bearer TOKEN" to every call. An interceptor rather than call credentials,
+// which gRPC sends only over TLS: a local plaintext server with tokens works too.
+class BearerToken final : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerToken(const std::string& token) : header_("Bearer " + token) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", header_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string header_;
+};
+
+class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenFactory(std::string token) : token_(std::move(token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
+    return new BearerToken(token_);
+  }
+
+ private:
+  const std::string token_;
+};
+
+}  // namespace
+
 std::shared_ptr<grpc::Channel> MakeChannel(const Target& target) {
   grpc::ChannelArguments args;
   args.SetServiceConfigJSON(R"({"loadBalancingConfig": [{"round_robin": {}}]})");
   args.SetMaxReceiveMessageSize(-1);  // the server enforces its own limit on outputs
   args.SetMaxSendMessageSize(-1);
-  return grpc::CreateCustomChannel(target.uri, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (target.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = target.tls_ca_pem;  // empty: the system's roots
+    credentials = grpc::SslCredentials(ssl);
+  }
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  if (!target.token.empty()) interceptors.push_back(std::make_unique<BearerTokenFactory>(target.token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target.uri, credentials, args,
+                                                                 std::move(interceptors));
 }
 
 std::string CodeName(grpc::StatusCode code) {
@@ -123,19 +166,48 @@ std::string CodeName(grpc::StatusCode code) {
   }
 }
 
-std::string DescribeRpcError(const grpc::Status& status, const std::string& peer) {
+std::string DescribeRpcError(const grpc::Status& status, const std::string& peer,
+                             const std::string& request_id, bool tls) {
   // gRPC's own messages for transport failures can span lines; keep the first.
   std::string message = status.error_message();
   if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
   std::string hint;
-  if (status.error_code() == grpc::UNAVAILABLE && !absl::StrContains(message, "draining") &&
-      !absl::StrContains(message, "queue")) {
+  const bool handshake = absl::StrContains(message, "Handshake") || absl::StrContains(message, "SSL") ||
+                         absl::StrContains(message, "ssl") || absl::StrContains(message, "certificate");
+  if (status.error_code() == grpc::UNAVAILABLE && tls && handshake) {
+    hint = "; the TLS handshake failed: give the CA that signed the server's certificate with "
+           "--tls_ca_file and a --target host the certificate names (or drop --tls for a "
+           "plaintext server)";
+  } else if (status.error_code() == grpc::UNAVAILABLE && !tls &&
+             (absl::StrContains(message, "Socket closed") || absl::StrContains(message, "reset") ||
+              absl::StrContains(message, "failed to connect"))) {
+    hint = "; is attn-server running there, and does it speak TLS? (check --target; for a TLS "
+           "server add --tls or --tls_ca_file=CA.pem)";
+  } else if (status.error_code() == grpc::UNAVAILABLE && !absl::StrContains(message, "shutting down") &&
+             !absl::StrContains(message, "queue")) {
     hint = "; is attn-server running there? (check --target)";
   } else if (status.error_code() == grpc::DEADLINE_EXCEEDED) {
     hint = "; raise --timeout for long jobs";
   }
-  return absl::StrCat(CodeName(status.error_code()), ": ", message, hint,
-                      peer.empty() ? "" : absl::StrCat(" (from ", peer, ")"));
+  std::string where;
+  if (!peer.empty() || !request_id.empty()) {
+    where = absl::StrCat(" (", peer.empty() ? "" : absl::StrCat("from ", peer),
+                         !peer.empty() && !request_id.empty() ? ", " : "",
+                         request_id.empty() ? "" : absl::StrCat("request ", request_id), ")");
+  }
+  return absl::StrCat(CodeName(status.error_code()), ": ", message, hint, where);
+}
+
+std::string DescribeRpcError(const grpc::Status& status, const grpc::ClientContext& context,
+                             bool tls) {
+  std::string id;
+  if (status.error_code() != grpc::UNAVAILABLE || !context.peer().empty()) {
+    const auto& trailing = context.GetServerTrailingMetadata();
+    if (const auto it = trailing.find("x-request-id"); it != trailing.end()) {
+      id.assign(it->second.data(), it->second.size());
+    }
+  }
+  return DescribeRpcError(status, context.peer(), id, tls);
 }
 
 }  // namespace attn::client

@@ -16,6 +16,12 @@ namespace attn::client {
 struct Target {
   std::string uri;   // what the channel dials: "host:port", "ipv4:10.0.0.1:1,10.0.0.2:2", "dns:///..."
   int replicas = 1;  // addresses behind it (resolved here for comma lists and dns:///)
+  // TLS (--tls, --tls_ca_file): verify the server's certificate against tls_ca_pem, or the
+  // system's roots when empty.
+  bool tls = false;
+  std::string tls_ca_pem;
+  // --token / $ATTN_TOKEN: sent as "authorization: Bearer TOKEN" with every call.
+  std::string token;
 };
 
 // InvalidArgument naming --target for an empty item, a missing port, or a name that does not
@@ -25,8 +31,15 @@ absl::StatusOr<Target> ParseTarget(const std::string& spec);
 
 std::shared_ptr<grpc::Channel> MakeChannel(const Target& target);
 
-// A gRPC error as one line: "INVALID_ARGUMENT: shape.head_dim: must be ... (from 10.0.0.1:50051)".
-std::string DescribeRpcError(const grpc::Status& status, const std::string& peer);
+// A gRPC error as one line: "INVALID_ARGUMENT: shape.head_dim: must be ... (from
+// 10.0.0.1:50051, request 42)", with what to fix for a transport or identity failure (TLS on
+// one side only, an untrusted certificate, no token). `request_id` is the server's id of the
+// call (its log line), from the reply's trailing metadata; `tls` whether the client used TLS.
+std::string DescribeRpcError(const grpc::Status& status, const std::string& peer,
+                             const std::string& request_id = "", bool tls = false);
+// The same for a finished call's context.
+std::string DescribeRpcError(const grpc::Status& status, const grpc::ClientContext& context,
+                             bool tls);
 
 // The gRPC code's canonical name ("FAILED_PRECONDITION").
 std::string CodeName(grpc::StatusCode code);

@@ -1,5 +1,7 @@
 #include "server/log.h"
 
+#include <algorithm>
+
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -71,6 +73,21 @@ void Log(spdlog::level::level_enum level, const std::string& message, const LogF
     for (const auto& [k, v] : fields) absl::StrAppend(&line, " ", k, "=", TextValue(v));
   }
   spdlog::log(level, "{}", line);
+}
+
+bool LogRateLimit::Allow(int64_t* suppressed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  tokens_ = std::min(burst_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
+  last_ = now;
+  if (tokens_ < 1) {
+    ++dropped_;
+    return false;
+  }
+  tokens_ -= 1;
+  *suppressed = dropped_;
+  dropped_ = 0;
+  return true;
 }
 
 }  // namespace attn::server

@@ -40,6 +40,18 @@ ABSL_FLAG(double, max_job_seconds, 600, "cost cap: estimated device time of a wh
 ABSL_FLAG(int64_t, max_host_mib, 4096, "host memory requests may hold at once (Attend payloads and replies, numerics references), MiB");
 ABSL_FLAG(int64_t, grpc_memory_mib, 1024, "gRPC's memory quota (receive buffers, messages being parsed), MiB; at least 2 x --max_request_mib + 16");
 ABSL_FLAG(int, max_streams_per_connection, 32, "RPCs one client connection may have open at once");
+ABSL_FLAG(std::string, tls_cert_file, "", "TLS: the server's certificate chain (PEM); with --tls_key_file the gRPC port speaks TLS only; empty: plaintext");
+ABSL_FLAG(std::string, tls_key_file, "", "TLS: the private key of --tls_cert_file (PEM)");
+ABSL_FLAG(std::string, tls_client_ca_file, "", "TLS: require client certificates signed by this CA (PEM); empty: none asked");
+ABSL_FLAG(std::string, health_address, "", "a plaintext port serving only grpc.health.v1, for Kubernetes' gRPC probes when the gRPC port speaks TLS, host:port; empty: none");
+ABSL_FLAG(std::string, tokens_file, "", "participants and their token hashes, one per line: NAME SHA256_HEX [participant|admin] [key=value ...]; re-read when it changes; every RPC but health then needs 'authorization: Bearer TOKEN'; empty: no tokens");
+ABSL_FLAG(int, participant_max_inflight, 16, "quota: Attends and benchmark jobs one participant (without tokens: one client key) may have in flight");
+ABSL_FLAG(int, participant_max_queued, 32, "quota: tasks one participant may have waiting on a device, a job's later cases included");
+ABSL_FLAG(int, participant_max_jobs, 4, "quota: benchmark jobs one participant may have running");
+ABSL_FLAG(int, participant_max_running, 0, "quota: tasks one participant may have on a device's workers at once; 0: --workers_per_device - 1, at least 1");
+ABSL_FLAG(double, participant_device_seconds, 300, "quota: seconds one participant's tasks may hold device workers per --participant_window_s");
+ABSL_FLAG(double, participant_window_s, 600, "quota: the rolling window of --participant_device_seconds, seconds");
+ABSL_FLAG(double, participant_max_job_seconds, 180, "quota: estimated device time of one benchmark job of a participant (admins: --max_job_seconds); with tokens");
 
 int main(int argc, char** argv) {
   attn::HandleHelpFlag(
@@ -101,6 +113,18 @@ int main(int argc, char** argv) {
   options.admission.max_host_bytes = host_mib << 20;
   options.grpc_memory_bytes = grpc_mib << 20;
   options.max_streams_per_connection = absl::GetFlag(FLAGS_max_streams_per_connection);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.health_address = absl::GetFlag(FLAGS_health_address);
+  options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  options.participant_limits.max_inflight = absl::GetFlag(FLAGS_participant_max_inflight);
+  options.participant_limits.max_queued = absl::GetFlag(FLAGS_participant_max_queued);
+  options.participant_limits.max_jobs = absl::GetFlag(FLAGS_participant_max_jobs);
+  options.participant_limits.max_running = absl::GetFlag(FLAGS_participant_max_running);
+  options.participant_limits.device_seconds = absl::GetFlag(FLAGS_participant_device_seconds);
+  options.participant_limits.max_job_seconds = absl::GetFlag(FLAGS_participant_max_job_seconds);
+  options.participant_window_s = absl::GetFlag(FLAGS_participant_window_s);
   const double grace = absl::GetFlag(FLAGS_shutdown_grace_s);
   if (!(grace >= 0)) {
     std::fprintf(stderr, "attn-server: --shutdown_grace_s: must be >= 0, got %g\n", grace);

@@ -104,6 +104,20 @@ Metrics::Metrics(const std::vector<DeviceWorkers*>& devices, const std::string& 
       cases_->Add({{"backend", backend->name()}, {"status", status}});
     }
   }
+  refusals_ = &prometheus::BuildCounter()
+                    .Name("attn_refusals_total")
+                    .Help("Requests refused before they ran, by the rule that refused them.")
+                    .Register(*registry_);
+  for (const char* reason : kRefusalReasons) refusals_->Add({{"reason", reason}});
+  participant_requests_ = &prometheus::BuildCounter()
+                               .Name("attn_participant_requests_total")
+                               .Help("RPCs finished per participant of the tokens file, by RPC and code.")
+                               .Register(*registry_);
+  participant_device_seconds_ =
+      &prometheus::BuildCounter()
+           .Name("attn_participant_device_seconds_total")
+           .Help("Seconds a participant's tasks held a device worker.")
+           .Register(*registry_);
   auto& build = prometheus::BuildGauge()
                     .Name("attn_build_info")
                     .Help("Always 1; the labels describe the build.")
@@ -218,6 +232,17 @@ void Metrics::DeviceTime(const std::string& backend, const std::string& dtype, b
 
 void Metrics::BenchmarkCase(const std::string& backend, const char* status) {
   cases_->Add({{"backend", backend.empty() ? "none" : backend}, {"status", status}}).Increment();
+}
+
+void Metrics::Refusal(const std::string& reason) { refusals_->Add({{"reason", reason}}).Increment(); }
+
+void Metrics::ParticipantRequest(const std::string& participant, const std::string& rpc,
+                                 const char* code) {
+  participant_requests_->Add({{"participant", participant}, {"rpc", rpc}, {"code", code}}).Increment();
+}
+
+void Metrics::ParticipantDeviceSeconds(const std::string& participant, double seconds) {
+  participant_device_seconds_->Add({{"participant", participant}}).Increment(seconds);
 }
 
 std::string Metrics::Render() const {

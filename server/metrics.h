@@ -7,6 +7,10 @@
 //   attn_requests_total{rpc,code}                counter
 //   attn_benchmark_cases_total{backend,status}   counter: benchmark cases by result status
 //                                                (every backend x kBenchmarkCaseStatuses from 0)
+//   attn_refusals_total{reason}                  counter: requests refused before they ran, by
+//                                                the rule (every kRefusalReasons from 0)
+//   attn_participant_requests_total{participant,rpc,code}  counters, only with --tokens_file
+//   attn_participant_device_seconds_total{participant}     (names from the tokens file)
 //   attn_queue_depth{device}                     gauge: tasks waiting
 //   attn_arena_used_bytes{device}, attn_arena_capacity_bytes{device}  gauges
 //   attn_inflight_requests                       gauge: accepted and not finished
@@ -36,6 +40,13 @@ inline constexpr const char* kBenchmarkCaseStatuses[] = {
     "OK", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "INVALID_ARGUMENT",
     "DEADLINE_EXCEEDED", "CANCELLED", "INTERNAL"};
 
+// Why a request was refused before it ran: attn_refusals_total's reason label.
+inline constexpr const char* kRefusalReasons[] = {
+    "unauthenticated",      "permission",           "call_cost",
+    "job_cost",             "host_memory",          "device_memory",
+    "queue_full",           "participant_queued",   "participant_inflight",
+    "participant_jobs",     "participant_device_time"};
+
 class Metrics {
  public:
   // `devices` are sampled at scrape time for the queue and arena gauges; they must outlive this.
@@ -52,6 +63,11 @@ class Metrics {
   void QueueWait(int device, double seconds);
   void DeviceTime(const std::string& backend, const std::string& dtype, bool causal, double seconds);
   void BenchmarkCase(const std::string& backend, const char* status);
+  void Refusal(const std::string& reason);
+  // Per participant (tokens only): the participant's requests and the seconds its tasks held
+  // a device worker.
+  void ParticipantRequest(const std::string& participant, const std::string& rpc, const char* code);
+  void ParticipantDeviceSeconds(const std::string& participant, double seconds);
 
   std::atomic<int> inflight{0};
   std::atomic<bool> serving{false};
@@ -70,6 +86,9 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* device_seconds_;
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Counter>* cases_;
+  prometheus::Family<prometheus::Counter>* refusals_;
+  prometheus::Family<prometheus::Counter>* participant_requests_;
+  prometheus::Family<prometheus::Counter>* participant_device_seconds_;
 };
 
 }  // namespace attn::server

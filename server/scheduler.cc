@@ -1,5 +1,7 @@
 #include "server/scheduler.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "server/log.h"
 
@@ -26,8 +28,16 @@ absl::Status DeviceWorkers::Submit(Task task, bool continuation) {
         "queue full: %d of %d requests waiting on device %d (%s); retry later", waiting_, depth_,
         index_, info().name));
   }
-  task.queued = Clock::now();
   auto& queue = per_client_[task.client];
+  if (!continuation && static_cast<int>(queue.size()) >= task.max_queued) {
+    const std::string who = task.client;
+    if (queue.empty()) per_client_.erase(who);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s already has %d tasks waiting on device %d; the limit (--participant_max_queued, or "
+        "max_queued in the tokens file) is %d: wait for them to finish",
+        who, queue.size(), index_, task.max_queued));
+  }
+  task.queued = Clock::now();
   if (queue.empty()) turn_.push_back(task.client);
   queue.push_back(std::move(task));
   ++waiting_;
@@ -68,15 +78,24 @@ void DeviceWorkers::WorkerLoop(DeviceContext& context) {
     Log(spdlog::level::err, "worker cannot select its GPU; its tasks will fail",
         {{"device", context.info().ToString()}, {"error", std::string(s.message())}});
   }
+  // The first client in turn whose running tasks are under its limit; turn_.end() if none.
+  const auto next = [&] {
+    return std::find_if(turn_.begin(), turn_.end(), [&](const std::string& client) {
+      const auto r = running_.find(client);
+      return (r == running_.end() ? 0 : r->second) < per_client_.at(client).front().max_running;
+    });
+  };
   for (;;) {
     Task task;
+    std::string client;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return waiting_ > 0 || stopping_; });
+      cv_.wait(lock, [&] { return (waiting_ > 0 && next() != turn_.end()) || (stopping_ && waiting_ == 0); });
       if (waiting_ == 0) return;  // stopping and drained
-      // The client whose turn it is gives one task and goes to the back of the line.
-      const std::string client = turn_.front();
-      turn_.pop_front();
+      // That client gives one task and goes to the back of the line.
+      const auto at = next();
+      client = *at;
+      turn_.erase(at);
       auto it = per_client_.find(client);
       task = std::move(it->second.front());
       it->second.pop_front();
@@ -86,8 +105,14 @@ void DeviceWorkers::WorkerLoop(DeviceContext& context) {
         turn_.push_back(client);
       }
       --waiting_;
+      ++running_[client];
     }
     task.run(context, task.queued);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--running_[client] == 0) running_.erase(client);
+    }
+    cv_.notify_all();  // a worker may have been waiting for this client's running count
   }
 }
 

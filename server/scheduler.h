@@ -1,9 +1,11 @@
-// Per-device worker pools with bounded, client-fair queues.
+// Per-device worker pools with bounded, participant-fair queues.
 //
 // Each device has `workers` threads, each owning one DeviceContext (its own stream, handles and
-// arena), so calls on one context never overlap. Waiting tasks are kept per client and served
-// round-robin across clients: a participant's 200-case sweep (one task per case, re-queued
-// after each) cannot starve another participant's single Attend.
+// arena), so calls on one context never overlap. Waiting tasks are kept per participant (the
+// token's name, or the client key without tokens) and served round-robin across participants: a
+// participant's 200-case sweep (one task per case, re-queued after each) cannot starve another
+// participant's single Attend. A participant has at most `max_running` tasks on the workers at
+// once and `max_queued` waiting, so with two workers or more one participant cannot hold them all.
 #pragma once
 
 #include <chrono>
@@ -27,7 +29,9 @@ namespace attn::server {
 using Clock = std::chrono::steady_clock;
 
 struct Task {
-  std::string client;  // fairness key
+  std::string client;  // fairness key: the participant
+  int max_queued = 1 << 30;   // the participant's limits (ParticipantLimits)
+  int max_running = 1 << 30;
   // Runs on a worker with that worker's context; `queued` is when the task was submitted.
   std::function<void(DeviceContext& context, Clock::time_point queued)> run;
   Clock::time_point queued{};
@@ -44,8 +48,9 @@ class DeviceWorkers {
   DeviceWorkers& operator=(const DeviceWorkers&) = delete;
 
   // Queues `task`. A new request is refused with UNAVAILABLE when `depth` tasks already wait or
-  // the pool is closed; a continuation (the next case of an accepted job) is always taken, so
-  // accepted work is never dropped.
+  // the pool is closed, and with RESOURCE_EXHAUSTED when its participant already has
+  // task.max_queued waiting here; a continuation (the next case of an accepted job) is always
+  // taken and counts against its participant, so accepted work is never dropped.
   absl::Status Submit(Task task, bool continuation = false);
 
   // New requests are refused from now on (continuations still run).
@@ -75,6 +80,7 @@ class DeviceWorkers {
   std::condition_variable cv_;
   std::map<std::string, std::deque<Task>> per_client_;
   std::deque<std::string> turn_;  // clients with waiting tasks, in serving order
+  std::map<std::string, int> running_;  // tasks on the workers now, per client
   int waiting_ = 0;
   bool closed_ = false;
   bool stopping_ = false;

@@ -2,10 +2,15 @@
 
 #include <unistd.h>
 
+#include <fstream>
+#include <thread>
+#include <sstream>
+
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
+#include <grpcpp/security/server_credentials.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -56,6 +61,34 @@ void WarmUp(DeviceContext& context) {
   }
 }
 
+// A PEM file's text, or InvalidArgument naming the flag.
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (!f || ss.str().find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: cannot read a PEM file at '%s' (a certificate or key, '-----BEGIN ...')", flag, path));
+  }
+  return ss.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const ServerOptions& o) {
+  auto cert = ReadPem(o.tls_cert_file, "--tls_cert_file");
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPem(o.tls_key_file, "--tls_key_file");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!o.tls_client_ca_file.empty()) {
+    auto ca = ReadPem(o.tls_client_ca_file, "--tls_client_ca_file");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
 }  // namespace
 
 absl::Status ValidateServerOptions(const ServerOptions& o) {
@@ -101,6 +134,21 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
         "--grpc_memory_mib: must be at least 2 x --max_request_mib + 16 (%d MiB), got %d MiB",
         (2 * o.limits.max_request_bytes >> 20) + 16, o.grpc_memory_bytes >> 20));
   }
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file: give both (the certificate chain and its key) or neither");
+  }
+  if (!o.tls_client_ca_file.empty() && o.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_client_ca_file: client certificates need TLS; give --tls_cert_file and --tls_key_file too");
+  }
+  const ParticipantLimits& l = o.participant_limits;
+  if (l.max_inflight < 1 || l.max_queued < 1 || l.max_jobs < 1 || l.max_running < 0 ||
+      !(l.device_seconds > 0) || !(l.max_job_seconds > 0) || !(o.participant_window_s > 0)) {
+    return absl::InvalidArgumentError(
+        "--participant_*: max_inflight, max_queued and max_jobs must be >= 1, max_running >= 0, "
+        "device_seconds, max_job_seconds and window_s > 0");
+  }
   if (o.max_streams_per_connection < 1 || o.max_streams_per_connection > 10000) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--max_streams_per_connection: must be in [1, 10000], got %d", o.max_streams_per_connection));
@@ -114,6 +162,33 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   ServiceConfig config;
   config.limits = options.limits;
   config.admission = options.admission;
+  config.participant_limits = options.participant_limits;
+  if (config.participant_limits.max_running == 0) {
+    config.participant_limits.max_running = std::max(1, options.workers_per_device - 1);
+  }
+  config.participant_window_s = options.participant_window_s;
+  // Several workers on the host share its cores: each call of the cpu backend gets its share.
+  if (options.workers_per_device > 1) {
+    config.host_threads = std::max(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / options.workers_per_device);
+  }
+  if (!options.tokens_file.empty()) {
+    auto tokens = TokenRegistry::Open(options.tokens_file, config.participant_limits);
+    if (!tokens.ok()) return tokens.status();
+    server->tokens_ = *std::move(tokens);
+    config.tokens = server->tokens_.get();
+    if (options.tls_cert_file.empty()) {
+      Log(spdlog::level::warn,
+          "tokens without TLS: bearer tokens cross the network in plaintext; give "
+          "--tls_cert_file and --tls_key_file outside a trusted network");
+    }
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_file.empty()) {
+    auto tls = TlsCredentials(options);
+    if (!tls.ok()) return tls.status();
+    credentials = *tls;
+  }
   config.default_deadline_s = options.default_deadline_s;
   config.version = ATTN_VERSION;
   config.hostname = Hostname();
@@ -193,9 +268,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   server->service_ = std::make_unique<AttentionService>(std::move(config), devices, *server->metrics_);
 
   grpc::EnableDefaultHealthCheckService(true);
+  // The health-only port, built before reflection's plugin is registered (it joins every
+  // builder made after it) so that port serves grpc.health.v1 alone.
+  if (!options.health_address.empty()) {
+    grpc::ServerBuilder health;
+    health.AddListeningPort(options.health_address, grpc::InsecureServerCredentials(), &server->health_port_);
+    server->health_grpc_ = health.BuildAndStart();
+    if (server->health_grpc_ == nullptr || server->health_port_ == 0) {
+      return absl::UnavailableError(absl::StrFormat(
+          "--health_address: cannot listen on '%s' (in use, or not host:port)", options.health_address));
+    }
+  }
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(options.listen_address, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   // Room for a request at max_request_bytes plus its protobuf framing.
   const int64_t max_message = options.limits.max_request_bytes + (int64_t{1} << 20);
@@ -221,17 +307,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
        {"max_request_bytes", absl::StrCat(options.limits.max_request_bytes)},
        {"max_call_seconds", absl::StrFormat("%g", options.admission.max_call_seconds)},
        {"max_job_seconds", absl::StrFormat("%g", options.admission.max_job_seconds)},
-       {"max_host_bytes", absl::StrCat(options.admission.max_host_bytes)}});
+       {"max_host_bytes", absl::StrCat(options.admission.max_host_bytes)},
+       {"tls", options.tls_cert_file.empty() ? "off" : options.tls_client_ca_file.empty() ? "on" : "on, client certificates required"},
+       {"tokens", options.tokens_file.empty() ? "off" : options.tokens_file},
+       {"health", options.health_address.empty() ? "on the gRPC port" : absl::StrFormat("%s (port %d, plaintext)", options.health_address, server->health_port_)}});
   return server;
 }
 
 void Server::SetServing(bool serving) {
   metrics_->serving = serving;
-  auto* health = grpc_->GetHealthCheckService();
   // The process is alive and answering: liveness stays SERVING (gRPC's Shutdown sets it
   // NOT_SERVING at the very end). Only readiness says whether this replica takes work.
-  health->SetServingStatus(kLivenessService, true);
-  health->SetServingStatus(kReadinessService, serving);
+  for (grpc::Server* s : {grpc_.get(), health_grpc_.get()}) {
+    if (s == nullptr) continue;
+    s->GetHealthCheckService()->SetServingStatus(kLivenessService, true);
+    s->GetHealthCheckService()->SetServingStatus(kReadinessService, serving);
+  }
 }
 
 void Server::Drain(double grace_s) {
@@ -252,6 +343,7 @@ void Server::Drain(double grace_s) {
     if (left > 0) Log(spdlog::level::err, "requests still running at exit", {{"in_flight", absl::StrCat(left)}});
   }
   grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (health_grpc_ != nullptr) health_grpc_->Shutdown(std::chrono::system_clock::now());
   for (auto& d : devices_) d->Stop();
   Log(spdlog::level::info, "stopped");
 }
@@ -261,6 +353,7 @@ Server::~Server() {
   // The gRPC server first (no more calls), then what calls used, then the devices the metrics
   // endpoint samples.
   grpc_.reset();
+  health_grpc_.reset();
   service_.reset();
   metrics_.reset();
   devices_.clear();

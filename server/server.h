@@ -34,6 +34,18 @@ struct ServerOptions {
   // reaches the service, and the process's memory stays bounded.
   int64_t grpc_memory_bytes = int64_t{1} << 30;
   int max_streams_per_connection = 32;
+  // Identity (issue 20). tokens_file: participants and their token hashes (auth.h); empty: no
+  // tokens, every caller keyed by client_id or address. TLS: the server's certificate chain and
+  // key (PEM files); with tls_client_ca_file, clients must present a certificate it signed.
+  std::string tokens_file;
+  std::string tls_cert_file, tls_key_file, tls_client_ca_file;
+  // A plaintext port serving only grpc.health.v1 (Kubernetes' gRPC probes do not speak TLS);
+  // empty: none.
+  std::string health_address;
+  // Quotas per participant (per client key without tokens); max_running 0 means
+  // workers_per_device - 1, at least 1, so one participant cannot hold every worker.
+  ParticipantLimits participant_limits{.max_running = 0};
+  double participant_window_s = 600;
   // The start-up GPU check (driver present and new enough for the CUDA runtime, devices
   // visible). NotFound: no GPU at all, so the cpu backend serves; any other error: NOT_SERVING
   // with that reason. Tests replace it to play an unusable GPU.
@@ -65,6 +77,7 @@ class Server {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  int health_port() const { return health_port_; }
   bool serving() const { return metrics_->serving; }
   Metrics& metrics() { return *metrics_; }
 
@@ -82,8 +95,11 @@ class Server {
   std::vector<std::unique_ptr<DeviceWorkers>> devices_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<AttentionService> service_;
+  std::unique_ptr<TokenRegistry> tokens_;
   std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<grpc::Server> health_grpc_;  // --health_address
   int port_ = 0;
+  int health_port_ = 0;
   int metrics_port_ = 0;
   bool drained_ = false;
 };

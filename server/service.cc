@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "attn/attention.h"
@@ -17,6 +18,10 @@ namespace v1 = attention::v1;
 namespace {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Trailing metadata of every reply: the id in the server's log line for this request, so a
+// participant can report a failure precisely.
+constexpr const char* kRequestIdKey = "x-request-id";
 
 // An Attend's reactor: finishes once; a cancel (the client's, or its deadline) stops the work.
 class AttendReactor final : public grpc::ServerUnaryReactor {
@@ -43,6 +48,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
   // with it, before anything queued.
   void Start(const std::shared_ptr<BenchmarkJob>& self, const v1::RunBenchmarkRequest& request) {
     self_ = self;
+    if (auto who = service_->Identify(context_, request.client_id(), *call_); !who.ok()) return End(who);
     absl::Status s = service_->Admit();
     auto device = s.ok() ? service_->PickDevice(request.device()) : s;
     if (!device.ok()) return End(device.status());
@@ -56,7 +62,17 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     call_->shape = request.job_case() == v1::RunBenchmarkRequest::kSuite
                        ? absl::StrCat("suite=", request.suite())
                        : absl::StrCat(cases_.size(), " cases");
+    // The large suite (datacenter GPUs, minutes of device time) is for the workshop's admins.
+    if (call_->role != Role::kAdmin && request.job_case() == v1::RunBenchmarkRequest::kSuite &&
+        request.suite() == "large") {
+      call_->refusal = "permission";
+      return End(absl::PermissionDeniedError(absl::StrFormat(
+          "%s: the large suite is for admins (role admin in the tokens file); participants run "
+          "the codelab suite or their own cases",
+          call_->client)));
+    }
     if (auto admitted = AdmitCost(); !admitted.ok()) return End(admitted);
+    if (auto quota = service_->BeginQuota(*call_, /*job=*/true); !quota.ok()) return End(quota);
     v1::RunBenchmarkEvent started;
     started.mutable_started()->set_total_cases(static_cast<int>(cases_.size()));
     started.mutable_started()->set_device(device_->index());
@@ -111,28 +127,48 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
       if (!backend.ok()) continue;
       const Cost cost = CaseCost(c.problem, **backend, options_, t);
       const std::string what = absl::StrFormat("cases[%d] (%s)", i, c.section);
-      if (auto s = AdmitCall(what, c.problem, **backend, cost, t, limits); !s.ok()) return s;
+      if (auto s = AdmitCall(what, c.problem, **backend, cost, t, limits); !s.ok()) {
+        call_->refusal = "call_cost";
+        return s;
+      }
       total.flops += cost.flops;
       total.bytes += cost.bytes;
       total.seconds += cost.seconds;
       host_bytes = std::max(host_bytes, cost.host_bytes);
       piece_flops_[i] = PieceFlops(**backend, c.problem.dtype, t);
     }
-    if (auto s = AdmitJob(total, static_cast<int>(cases_.size()), limits); !s.ok()) return s;
+    if (auto s = AdmitJob(total, static_cast<int>(cases_.size()), limits); !s.ok()) {
+      call_->refusal = "job_cost";
+      return s;
+    }
+    // A participant's jobs have a cap of their own (admins': the server's).
+    if (call_->role != Role::kAdmin && total.seconds > call_->limits.max_job_seconds) {
+      call_->refusal = "job_cost";
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: the job's %d cases cost %s, over the participant limit max_job_seconds=%g "
+          "(--participant_max_job_seconds, or the tokens file); run fewer cases or repeats",
+          call_->client, cases_.size(), total.ToString(), call_->limits.max_job_seconds));
+    }
     call_->estimated_s = total.seconds;
     auto host = service_->host_budget_.Reserve(host_bytes, "the job's numerics checks");
-    if (!host.ok()) return host.status();
+    if (!host.ok()) {
+      call_->refusal = "host_memory";
+      return host.status();
+    }
     call_->host = *std::move(host);
     return absl::OkStatus();
   }
 
   absl::Status Queue(size_t index, bool continuation) {
-    Task task;
-    task.client = call_->client;
+    Task task = service_->MakeTask(*call_);
     task.run = [self = self_, index](DeviceContext& context, Clock::time_point queued) {
+      const auto start = Clock::now();
       self->RunCase(context, queued, index);
+      self->service_->HeldDevice(*self->call_, Seconds(Clock::now() - start));
     };
-    return device_->Submit(std::move(task), continuation);
+    absl::Status s = device_->Submit(std::move(task), continuation);
+    if (!s.ok()) call_->refusal = absl::IsUnavailable(s) ? "queue_full" : "participant_queued";
+    return s;
   }
 
   void RunCase(DeviceContext& context, Clock::time_point queued, size_t index) {
@@ -151,6 +187,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     BenchOptions options = options_;
     options.seed = options_.seed + 3 * 64 * index;  // the seeds a whole-job RunBenchmark uses
     options.run.max_piece_flops = piece_flops_[index];
+    options.run.host_threads = service_->config_.host_threads;
     auto results = attn::RunBenchmark({c}, options, context, nullptr, call_->stop.get());
     if (!results.ok()) return End(results.status());
     const BenchResult& r = results->front();
@@ -270,8 +307,11 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     finished_ = true;
     const absl::Status status = final_;
     lock.unlock();
-    service_->Done(*call_, status);
-    Finish(ToGrpcStatus(status));
+    context_->AddTrailingMetadata(kRequestIdKey, absl::StrCat(call_->id));
+    service_->Reply(*call_, [this, status] {
+      service_->Done(*call_, status);
+      Finish(ToGrpcStatus(status));
+    });
   }
 
   AttentionService* const service_;
@@ -297,7 +337,50 @@ AttentionService::AttentionService(ServiceConfig config, std::vector<DeviceWorke
     : config_(std::move(config)),
       devices_(std::move(devices)),
       metrics_(metrics),
-      host_budget_(config_.admission.max_host_bytes) {}
+      host_budget_(config_.admission.max_host_bytes),
+      quotas_(config_.participant_window_s),
+      delay_thread_([this] { DelayedReplies(); }) {}
+
+AttentionService::~AttentionService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  delayed_cv_.notify_all();
+  delay_thread_.join();
+}
+
+void AttentionService::Reply(const Call& call, std::function<void()> reply) {
+  if (!absl::StartsWith(call.refusal, "participant_") || config_.quota_refusal_delay_s <= 0) {
+    return reply();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  delayed_.emplace(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(config_.quota_refusal_delay_s)),
+                   std::move(reply));
+  delayed_cv_.notify_all();
+}
+
+void AttentionService::DelayedReplies() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (delayed_.empty()) {
+      if (stopping_) return;
+      delayed_cv_.wait(lock);
+      continue;
+    }
+    // At shutdown everything left goes at once.
+    if (!stopping_ && delayed_.begin()->first > Clock::now()) {
+      delayed_cv_.wait_until(lock, delayed_.begin()->first);
+      continue;
+    }
+    std::function<void()> reply = std::move(delayed_.begin()->second);
+    delayed_.erase(delayed_.begin());
+    lock.unlock();
+    reply();
+    lock.lock();
+  }
+}
 
 std::shared_ptr<AttentionService::Call> AttentionService::NewCall(
     const char* rpc, grpc::CallbackServerContext* context, const std::string& client_id) {
@@ -314,6 +397,55 @@ std::shared_ptr<AttentionService::Call> AttentionService::NewCall(
   }
   ++metrics_.inflight;
   return call;
+}
+
+absl::Status AttentionService::Identify(grpc::CallbackServerContext* context,
+                                       const std::string& client_id, Call& call) {
+  call.label = client_id;
+  call.limits = config_.participant_limits;
+  if (config_.tokens == nullptr) {
+    call.role = Role::kAdmin;  // no tokens: no roles, as before tokens existed
+    return absl::OkStatus();
+  }
+  const auto& metadata = context->client_metadata();
+  const auto header = metadata.find("authorization");
+  const absl::string_view authorization =
+      header == metadata.end() ? absl::string_view()
+                               : absl::string_view(header->second.data(), header->second.size());
+  auto participant = config_.tokens->Authenticate(authorization);
+  if (!participant.ok()) {
+    call.refusal = "unauthenticated";
+    return participant.status();
+  }
+  call.client = (*participant)->name;
+  call.identified = true;
+  call.role = (*participant)->role;
+  call.limits = (*participant)->limits;
+  return absl::OkStatus();
+}
+
+absl::Status AttentionService::BeginQuota(Call& call, bool job) {
+  std::string reason;
+  auto ticket = quotas_.Begin(call.client, call.limits, job, &reason);
+  if (!ticket.ok()) {
+    call.refusal = reason;
+    return ticket.status();
+  }
+  call.quota = *std::move(ticket);
+  return absl::OkStatus();
+}
+
+void AttentionService::HeldDevice(const Call& call, double seconds) {
+  quotas_.AddDeviceSeconds(call.client, seconds);
+  if (call.identified) metrics_.ParticipantDeviceSeconds(call.client, seconds);
+}
+
+Task AttentionService::MakeTask(const Call& call) const {
+  Task task;
+  task.client = call.client;
+  task.max_queued = call.limits.max_queued;
+  task.max_running = call.limits.max_running;
+  return task;
 }
 
 void AttentionService::OnCallCancelled(Call& call) {
@@ -335,6 +467,7 @@ void AttentionService::Done(Call& call, const absl::Status& work_status) {
     status = stopped;
   }
   call.host.Release();
+  call.quota.Release();
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_.erase(call.stop.get());
@@ -342,6 +475,8 @@ void AttentionService::Done(Call& call, const absl::Status& work_status) {
   const double total = Seconds(Clock::now() - call.accepted);
   const char* code = CodeName(status.code());
   metrics_.Request(call.rpc, code, total);
+  if (!call.refusal.empty()) metrics_.Refusal(call.refusal);
+  if (call.identified) metrics_.ParticipantRequest(call.client, call.rpc, code);
   LogFields fields = {{"id", absl::StrCat(call.id)},
                       {"peer", call.peer},
                       {"rpc", call.rpc},
@@ -354,13 +489,23 @@ void AttentionService::Done(Call& call, const absl::Status& work_status) {
     fields.emplace_back("device_ms", absl::StrFormat("%.3f", call.device_s * 1e3));
   }
   if (call.estimated_s >= 0) fields.emplace_back("estimated_ms", absl::StrFormat("%.3f", call.estimated_s * 1e3));
-  if (call.client != call.peer) fields.emplace_back("client", call.client);
+  if (call.identified) {
+    fields.emplace_back("participant", call.client);
+    if (!call.label.empty()) fields.emplace_back("client", call.label);
+  } else if (call.client != call.peer) {
+    fields.emplace_back("client", call.client);
+  }
   if (!status.ok()) fields.emplace_back("error", std::string(status.message()));
-  Log(status.ok() || status.code() == absl::StatusCode::kInvalidArgument ||
+  int64_t suppressed = 0;
+  const bool log = call.refusal.empty() || refusal_log_.Allow(&suppressed);
+  if (suppressed > 0) fields.emplace_back("refusals_not_logged", absl::StrCat(suppressed));
+  if (log) {
+    Log(status.ok() || status.code() == absl::StatusCode::kInvalidArgument ||
               status.code() == absl::StatusCode::kCancelled
           ? spdlog::level::info
           : spdlog::level::warn,
       "request", fields);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (--metrics_.inflight == 0) idle_.notify_all();
 }
@@ -421,6 +566,13 @@ grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerCo
                                                           const v1::GetServerInfoRequest*,
                                                           v1::ServerInfo* info) {
   auto call = NewCall("GetServerInfo", context, "");
+  auto* reactor = context->DefaultReactor();
+  context->AddTrailingMetadata(kRequestIdKey, absl::StrCat(call->id));
+  if (absl::Status who = Identify(context, "", *call); !who.ok()) {
+    Done(*call, who);
+    reactor->Finish(ToGrpcStatus(who));
+    return reactor;
+  }
   info->set_version(config_.version);
   info->set_hostname(config_.hostname);
   info->set_cudnn_version(CudnnVersion());
@@ -468,7 +620,6 @@ grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerCo
   info->add_suites("codelab");
   info->add_suites("large");
   Done(*call, absl::OkStatus());
-  auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -478,14 +629,32 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
                                                    v1::AttendResponse* response) {
   auto call = NewCall("Attend", context, request->client_id());
   auto* reactor = new AttendReactor(call);
+  context->AddTrailingMetadata(kRequestIdKey, absl::StrCat(call->id));
   const auto finish = [this, reactor, call, response](const absl::Status& status) {
-    response->mutable_timings()->set_queue_seconds(call->queue_s);
-    response->mutable_timings()->set_device_seconds(call->device_s);
-    response->mutable_timings()->set_total_seconds(Seconds(Clock::now() - call->accepted));
-    Done(*call, status);
-    reactor->Finish(ToGrpcStatus(status));
+    Reply(*call, [this, reactor, call, response, status] {
+      response->mutable_timings()->set_queue_seconds(call->queue_s);
+      response->mutable_timings()->set_device_seconds(call->device_s);
+      response->mutable_timings()->set_total_seconds(Seconds(Clock::now() - call->accepted));
+      Done(*call, status);
+      reactor->Finish(ToGrpcStatus(status));
+    });
   };
+  // Refused with `status` before running; `reason` labels attn_refusals_total.
+  const auto refuse = [&](const char* reason, const absl::Status& status) {
+    call->refusal = reason;
+    finish(status);
+    return reactor;
+  };
+  if (auto s = Identify(context, request->client_id(), *call); !s.ok()) {
+    finish(s);
+    return reactor;
+  }
   if (auto s = Admit(); !s.ok()) {
+    finish(s);
+    return reactor;
+  }
+  // The participant's quotas first: a flood over them is refused at the least cost.
+  if (auto s = BeginQuota(*call, /*job=*/false); !s.ok()) {
     finish(s);
     return reactor;
   }
@@ -507,59 +676,49 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
   const int64_t e = DTypeSize(p.dtype);
   const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
   // Cost admission before the request takes a queue slot: device time, device memory (inputs
-  // and output must fit one worker's arena; the workspace is added on the worker), host memory
-  // (the request as received and the reply).
+  // and output must fit one worker's arena; the workspace is added on the worker), the
+  // participant's quotas, host memory (the request as received and the reply).
   const Throughputs& rates = device->throughputs();
   const Cost cost = CallCost(p, **backend, rates);
   if (auto s = AdmitCall("Attend", p, **backend, cost, rates, config_.admission); !s.ok()) {
-    finish(s);
-    return reactor;
+    return refuse("call_cost", s);
   }
   call->estimated_s = cost.seconds;
   if (2 * qb + 2 * kvb > device->arena_capacity()) {
-    finish(absl::ResourceExhaustedError(absl::StrFormat(
+    return refuse("device_memory", absl::ResourceExhaustedError(absl::StrFormat(
         "needs %d bytes for q, k, v and out alone, but a worker's arena on device %d holds %d; "
         "use a smaller problem or a server with a larger --arena_mib",
         2 * qb + 2 * kvb, device->index(), device->arena_capacity())));
-    return reactor;
   }
   auto host = host_budget_.Reserve(
       static_cast<int64_t>(request->ByteSizeLong()) + (request->omit_output() ? 0 : qb), "Attend");
-  if (!host.ok()) {
-    finish(host.status());
-    return reactor;
-  }
+  if (!host.ok()) return refuse("host_memory", host.status());
   call->host = *std::move(host);
-  Task task;
-  task.client = call->client;
-  task.run = [this, request, response, call, finish, p, qb, kvb, device,
-              piece_flops = PieceFlops(**backend, p.dtype, rates),
-              b = *backend](DeviceContext& dc, Clock::time_point queued) {
-    call->queue_s = Seconds(Clock::now() - queued);
-    metrics_.QueueWait(device->index(), call->queue_s);
+  // The call on a worker: everything up to the reply, as one status.
+  const auto run = [this, request, response, call, p, qb, kvb, device,
+                    piece_flops = PieceFlops(**backend, p.dtype, rates),
+                    b = *backend](DeviceContext& dc) -> absl::Status {
     // Cancelled, expired or shut down while queued: answered without touching the device.
     if (absl::Status s = call->stop->Check(); !s.ok()) {
       if (absl::IsDeadlineExceeded(s)) {
-        s = absl::DeadlineExceededError(absl::StrFormat(
+        return absl::DeadlineExceededError(absl::StrFormat(
             "deadline passed after %.3f s in the queue; retry with a longer deadline", call->queue_s));
-      } else if (absl::IsCancelled(s)) {
-        s = absl::CancelledError("cancelled by the client while queued");
       }
-      return finish(s);
+      return absl::IsCancelled(s) ? absl::CancelledError("cancelled by the client while queued") : s;
     }
     // Memory admission: inputs, output and the backend's workspace, before anything launches.
     auto workspace = b->WorkspaceBytes(p, dc);
-    if (!workspace.ok()) return finish(workspace.status());
+    if (!workspace.ok()) return workspace.status();
     const int64_t need = 2 * qb + 2 * kvb + *workspace;
     const int64_t free = dc.arena().capacity() - dc.arena().bytes_in_use();
     if (need > free) {
-      return finish(absl::ResourceExhaustedError(absl::StrFormat(
+      return absl::ResourceExhaustedError(absl::StrFormat(
           "needs %d bytes on device %d (q, k, v and out %d + %s workspace %d) but its arena has "
           "%d free; use a smaller problem, another backend, or a larger --arena_mib",
-          need, device->index(), 2 * qb + 2 * kvb, b->name(), *workspace, free)));
+          need, device->index(), 2 * qb + 2 * kvb, b->name(), *workspace, free));
     }
     auto buffers = AllocatePacked(p, dc);
-    if (!buffers.ok()) return finish(buffers.status());
+    if (!buffers.ok()) return buffers.status();
     const AttentionTensors& t = buffers->tensors;
     absl::Status s;
     if (request->inputs_case() == v1::AttendRequest::kTensors) {
@@ -570,26 +729,38 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
     } else {
       s = FillInputs(dc, p, t, request->generated().seed(), call->stop.get());
     }
-    if (!s.ok()) return finish(s);
+    if (!s.ok()) return s;
     // The call in pieces of ~kPieceSeconds that check the stop token: a cancel, the deadline
     // or the shutdown ends it within about two pieces, the device idle and the arena freed.
-    RunOptions run;
-    run.stop = call->stop.get();
-    run.max_piece_flops = piece_flops;
-    auto ms = TimeOnDevice(dc, [&] { return RunAttention(*b, p, t, dc, run); }, 0, 1);
-    if (!ms.ok()) return finish(ms.status());
+    RunOptions run_options;
+    run_options.stop = call->stop.get();
+    run_options.max_piece_flops = piece_flops;
+    run_options.host_threads = config_.host_threads;
+    auto ms = TimeOnDevice(dc, [&] { return RunAttention(*b, p, t, dc, run_options); }, 0, 1);
+    if (!ms.ok()) return ms.status();
     call->device_s = ms->front() / 1e3;
     metrics_.DeviceTime(b->name(), std::string(DTypeName(p.dtype)), p.causal, call->device_s);
     if (!request->omit_output()) {
       response->mutable_output()->resize(static_cast<size_t>(qb));
-      if (s = dc.CopyToHost(response->mutable_output()->data(), t.out.data, qb); !s.ok()) return finish(s);
+      if (s = dc.CopyToHost(response->mutable_output()->data(), t.out.data, qb); !s.ok()) return s;
     }
     response->set_backend(b->name());
     response->set_device(device->index());
     response->set_hostname(config_.hostname);
-    finish(absl::OkStatus());
+    return absl::OkStatus();
   };
-  if (auto s = device->Submit(std::move(task)); !s.ok()) finish(s);
+  Task task = MakeTask(*call);
+  task.run = [this, call, finish, run, device](DeviceContext& dc, Clock::time_point queued) {
+    const auto start = Clock::now();
+    call->queue_s = Seconds(start - queued);
+    metrics_.QueueWait(device->index(), call->queue_s);
+    const absl::Status status = run(dc);
+    HeldDevice(*call, Seconds(Clock::now() - start));
+    finish(status);
+  };
+  if (auto s = device->Submit(std::move(task)); !s.ok()) {
+    return refuse(absl::IsUnavailable(s) ? "queue_full" : "participant_queued", s);
+  }
   return reactor;
 }
 

@@ -4,16 +4,22 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attention/v1/attention.grpc.pb.h"
 #include "attn/stop.h"
 #include "server/admission.h"
+#include "server/auth.h"
+#include "server/log.h"
 #include "server/metrics.h"
+#include "server/quota.h"
 #include "server/scheduler.h"
 #include "server/validation.h"
 
@@ -28,6 +34,16 @@ struct ServiceConfig {
   bool cpu_fallback = false;
   std::string note;               // why cpu_fallback, or why not serving
   std::string not_serving_reason; // non-empty: every work RPC is UNAVAILABLE with this reason
+  // With tokens: who may call (null: no tokens, everyone is keyed by client_id or address).
+  const TokenRegistry* tokens = nullptr;
+  // Quotas of callers without a tokens-file override, and their device-time window.
+  ParticipantLimits participant_limits;
+  double participant_window_s = 600;
+  // Threads one call of a host backend may use (RunOptions::host_threads); 0: all.
+  int host_threads = 0;
+  // How long a refusal for a participant's quota is held before it is sent: a client retrying
+  // in a tight loop then waits instead of spinning the server's CPU.
+  double quota_refusal_delay_s = 0.05;
 };
 
 class BenchmarkJob;
@@ -35,6 +51,7 @@ class BenchmarkJob;
 class AttentionService final : public attention::v1::AttentionService::CallbackService {
  public:
   AttentionService(ServiceConfig config, std::vector<DeviceWorkers*> devices, Metrics& metrics);
+  ~AttentionService() override;
 
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const attention::v1::GetServerInfoRequest* request,
@@ -57,7 +74,14 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
   // One request's record: what the log line and metrics report when it finishes.
   struct Call {
     uint64_t id = 0;
-    std::string rpc, peer, client, backend, shape;
+    // client: the participant (the token's name), or without tokens the client key (client_id,
+    // else the peer's address); label: the request's client_id inside a participant.
+    std::string rpc, peer, client, label, backend, shape;
+    bool identified = false;  // with tokens: authenticated (metrics get its name)
+    Role role = Role::kParticipant;
+    ParticipantLimits limits;
+    ParticipantQuotas::Ticket quota;  // its place among the participant's calls in flight
+    std::string refusal;              // why it was refused before running (metrics label)
     Clock::time_point accepted;
     double queue_s = 0, device_s = 0;
     double estimated_s = -1;  // admitted cost; -1 before admission
@@ -75,6 +99,20 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
 
   std::shared_ptr<Call> NewCall(const char* rpc, grpc::CallbackServerContext* context,
                                 const std::string& client_id);
+  // Who calls: with tokens, the participant of the authorization header (UNAUTHENTICATED
+  // otherwise); without, the client key with the default limits. Fills call.client, label,
+  // role and limits.
+  absl::Status Identify(grpc::CallbackServerContext* context, const std::string& client_id, Call& call);
+  // A participant's call begins (quotas); sets call.quota or call.refusal.
+  absl::Status BeginQuota(Call& call, bool job);
+  // Seconds a task of `call` held a device worker: quotas and metrics.
+  void HeldDevice(const Call& call, double seconds);
+  // A Task for `call` with its participant's queue limits.
+  Task MakeTask(const Call& call) const;
+  // Runs `reply` now, or config_.quota_refusal_delay_s later when `call` was refused for its
+  // participant's quotas.
+  void Reply(const Call& call, std::function<void()> reply);
+  void DelayedReplies();
   // Logs the request line and records metrics with the status the client gets (a cancelled
   // or expired call's, whatever the work returned); the caller then finishes the RPC.
   void Done(Call& call, const absl::Status& status);
@@ -97,6 +135,13 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
   std::set<std::shared_ptr<BenchmarkJob>> jobs_;
   std::set<StopToken*> live_;  // the stop tokens of calls in flight
   HostBudget host_budget_;
+  ParticipantQuotas quotas_;
+  LogRateLimit refusal_log_{20, 40};  // log lines of refused requests
+  // Replies held back (Reply), in due order, sent by delay_thread_.
+  std::multimap<Clock::time_point, std::function<void()>> delayed_;
+  std::condition_variable delayed_cv_;
+  bool stopping_ = false;
+  std::thread delay_thread_;
 };
 
 }  // namespace attn::server

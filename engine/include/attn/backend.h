@@ -31,6 +31,9 @@ struct RunOptions {
   // memory free to reuse. Backends that compute on the host (cpu) also check it as they go.
   const StopToken* stop = nullptr;
   double max_piece_flops = 0;  // 0: never split
+  // Host backends (cpu): threads one call may use, the caller's included (0: all). A server with
+  // several workers on the host gives each a share, so one call cannot take every core.
+  int host_threads = 0;
 };
 
 // One call of a backend. Tensors have been checked by ValidateTensors and live in the context's

@@ -26,7 +26,7 @@ uint64_t InputSeed(uint64_t case_seed, int set, int tensor) { return case_seed +
 // The float64 cpu backend on host copies of the case's inputs (exact values, float32 storage:
 // the only rounding is float64 -> float32 at the end, far below any backend's error).
 absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, DeviceContext& context,
-                          const StopToken* stop, std::vector<float>& want) {
+                          const RunOptions& options, std::vector<float>& want) {
   const Backend* cpu = BackendRegistry::Default().Find("cpu");
   AttentionProblem ref = p;
   ref.dtype = DType::kFloat32;
@@ -47,7 +47,8 @@ absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, DeviceC
   auto host_context = DeviceContext::CreateCpu(host_options);
   if (!host_context.ok()) return host_context.status();
   RunOptions run;
-  run.stop = stop;  // the cpu backend checks it row by row
+  run.stop = options.stop;  // the cpu backend checks it row by row
+  run.host_threads = options.host_threads;
   return RunAttention(*cpu, ref,
                       PackedTensors(ref, MemoryKind::kHost, in[0].data(), in[1].data(),
                                     in[2].data(), want.data()),
@@ -200,7 +201,7 @@ void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t c
   std::vector<float> want;
   const bool small = AttentionFlops(p) <= kMaxNumericsFlops;
   if (small) {
-    s = CpuReference(p, case_seed, context, run.stop, want);
+    s = CpuReference(p, case_seed, context, run, want);
   } else if (context.info().kind == DeviceKind::kCuda) {
     RunOptions naive_run;
     naive_run.stop = run.stop;

@@ -79,9 +79,10 @@ class CpuBackend final : public Backend {
     double* q = static_cast<double*>(args.workspace);
     double* k = q + QueryElements(p);
     double* v = k + KeyValueElements(p);
-    Widen(t.q, q);
-    Widen(t.k, k);
-    Widen(t.v, v);
+    const int threads = args.options.host_threads;
+    Widen(t.q, q, threads);
+    Widen(t.k, k, threads);
+    Widen(t.v, v, threads);
 
     const double scale = p.EffectiveScale();
     const int64_t group = p.GroupSize();
@@ -128,14 +129,14 @@ class CpuBackend final : public Backend {
         const int64_t out_base = t.out.Offset(b, row, n);
         for (int64_t h = 0; h < H; ++h) StoreFromDouble(t.out.data, p.dtype, out_base + h, acc[h] / sum);
       }
-    });
+    }, threads);
     if (stopped) return stop->Check();
     return absl::OkStatus();
   }
 
  private:
   // Copies a strided view into packed BTNH doubles, one (b, l) slab per task.
-  void Widen(const TensorView& view, double* dst) const {
+  void Widen(const TensorView& view, double* dst, int threads) const {
     const int64_t L = view.shape[1], heads = view.shape[2], H = view.shape[3];
     pool_.ParallelFor(view.shape[0] * L, [&](int64_t bl) {
       const int64_t b = bl / L, l = bl % L;
@@ -144,7 +145,7 @@ class CpuBackend final : public Backend {
         double* out = dst + (bl * heads + hd) * H;
         for (int64_t h = 0; h < H; ++h) out[h] = LoadAsDouble(view.data, view.dtype, src + h);
       }
-    });
+    }, threads);
   }
 
   mutable ThreadPool pool_;

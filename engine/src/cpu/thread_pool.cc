@@ -12,6 +12,7 @@ struct ThreadPool::Job {
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
   int active = 0;  // workers inside Drain; guarded by mu. The owner waits for 0 before returning.
+  int max_helpers = 0;  // workers that may join at once
   std::mutex mu;
   std::condition_variable finished;
 
@@ -39,12 +40,13 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn, int max_threads) {
   if (n <= 0) return;
   Job job;
   job.fn = &fn;
   job.n = n;
-  if (n > 1 && !workers_.empty()) {
+  job.max_helpers = max_threads <= 0 ? static_cast<int>(workers_.size()) : max_threads - 1;
+  if (n > 1 && !workers_.empty() && job.max_helpers > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.push_back(&job);
   }
@@ -64,15 +66,17 @@ void ThreadPool::WorkerLoop() {
     Job* job = nullptr;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] {
-        return stopping_ || std::any_of(jobs_.begin(), jobs_.end(),
-                                        [](Job* j) { return j->next.load() < j->n; });
-      });
+      // A job with indices left and room for another helper.
+      const auto open = [](Job* j) {
+        std::lock_guard<std::mutex> job_lock(j->mu);
+        return j->next.load() < j->n && j->active < j->max_helpers;
+      };
+      wake_.wait(lock, [&] { return stopping_ || std::any_of(jobs_.begin(), jobs_.end(), open); });
       if (stopping_) return;
       for (Job* j : jobs_) {
-        if (j->next.load() < j->n) {
+        std::lock_guard<std::mutex> job_lock(j->mu);
+        if (j->next.load() < j->n && j->active < j->max_helpers) {
           job = j;
-          std::lock_guard<std::mutex> job_lock(j->mu);
           ++j->active;
           break;
         }

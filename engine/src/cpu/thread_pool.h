@@ -20,9 +20,10 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }  // workers and the caller
 
-  // Calls fn(i) for every i in [0, n), spread over the workers and the calling thread; returns
-  // when all calls finished. Safe to call from several threads at once (calls share the workers).
-  void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn);
+  // Calls fn(i) for every i in [0, n), spread over the calling thread and at most
+  // `max_threads` - 1 workers (0: all); returns when all calls finished. Safe to call from
+  // several threads at once (calls share the workers).
+  void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn, int max_threads = 0);
 
  private:
   struct Job;

@@ -1,0 +1,348 @@
+// Issue 20 end to end on the cpu backend: bearer tokens (none or unknown -> UNAUTHENTICATED on
+// every RPC but health), roles (a participant's admin-only job -> PERMISSION_DENIED), the tokens
+// file re-read when it changes (a bad one keeps the last good), per-participant quotas, the
+// request id in trailing metadata, TLS with a test CA (a plaintext client is refused).
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "attention/v1/attention.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "server/auth.h"
+#include "server/server.h"
+#include "server/server_helpers.h"
+#include "server_process.h"
+
+namespace attn::server {
+namespace {
+namespace v1 = attention::v1;
+using ::attn::testing::CpuOptions;
+using ::attn::testing::MakeShape;
+using ::attn::testing::ScratchDir;
+
+std::string Hex(const std::array<uint8_t, 32>& h) {
+  std::string out;
+  for (uint8_t b : h) absl::StrAppend(&out, absl::Hex(b, absl::kZeroPad2));
+  return out;
+}
+
+// A tokens-file line for `name` with `token`.
+std::string Line(const std::string& name, const std::string& token, const std::string& rest = "") {
+  return absl::StrCat(name, " ", Hex(Sha256(token)), rest.empty() ? "" : " ", rest, "\n");
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << text;
+  std::rename(tmp.c_str(), path.c_str());  // atomic, as a Secret update swaps the file
+}
+
+v1::AttendRequest Small() {
+  v1::AttendRequest r;
+  *r.mutable_shape() = MakeShape(1, 16, 2, 16);
+  r.set_dtype(v1::FLOAT32);
+  r.mutable_generated()->set_seed(1);
+  r.set_omit_output(true);
+  return r;
+}
+
+class IdentityTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& tokens_text, ServerOptions o = CpuOptions()) {
+    tokens_ = ScratchDir() + "tokens.txt";
+    WriteFile(tokens_, tokens_text);
+    o.tokens_file = tokens_;
+    o.workers_per_device = 2;
+    auto s = Server::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    stub_ = ::attn::testing::Connect(server_->port());
+  }
+  grpc::Status Attend(const std::string& token, std::string* request_id = nullptr) {
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::AttendResponse resp;
+    const grpc::Status s = stub_->Attend(&ctx, Small(), &resp);
+    if (request_id != nullptr) {
+      const auto& trailing = ctx.GetServerTrailingMetadata();
+      const auto it = trailing.find("x-request-id");
+      *request_id = it == trailing.end() ? "" : std::string(it->second.data(), it->second.size());
+    }
+    return s;
+  }
+  grpc::Status Job(const std::string& token, const std::string& suite) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::RunBenchmarkRequest job;
+    job.set_suite(suite);
+    auto reader = stub_->RunBenchmark(&ctx, job);
+    v1::RunBenchmarkEvent e;
+    const bool started = reader->Read(&e);
+    if (started) ctx.TryCancel();  // it was admitted; that is all this needs
+    while (reader->Read(&e)) {
+    }
+    const grpc::Status s = reader->Finish();
+    return started ? grpc::Status::OK : s;
+  }
+
+  std::string tokens_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<v1::AttentionService::Stub> stub_;
+};
+
+TEST_F(IdentityTest, NoOrAnUnknownTokenIsUnauthenticatedOnEveryRpcButHealth) {
+  Start(Line("alice", "alice-secret") + Line("root", "root-secret", "admin"));
+  for (const std::string& token : {std::string(), std::string("wrong-secret")}) {
+    SCOPED_TRACE(token);
+    const grpc::Status s = Attend(token);
+    EXPECT_EQ(s.error_code(), grpc::UNAUTHENTICATED);
+    EXPECT_NE(s.error_message().find(token.empty() ? "no token" : "unknown token"), std::string::npos)
+        << s.error_message();
+    grpc::ClientContext ictx;
+    if (!token.empty()) ictx.AddMetadata("authorization", "Bearer " + token);
+    v1::ServerInfo info;
+    EXPECT_EQ(stub_->GetServerInfo(&ictx, {}, &info).error_code(), grpc::UNAUTHENTICATED);
+    grpc::ClientContext jctx;
+    if (!token.empty()) jctx.AddMetadata("authorization", "Bearer " + token);
+    v1::RunBenchmarkRequest job;
+    job.set_suite("codelab");
+    auto reader = stub_->RunBenchmark(&jctx, job);
+    v1::RunBenchmarkEvent e;
+    EXPECT_FALSE(reader->Read(&e));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::UNAUTHENTICATED);
+  }
+  // A token in a malformed header.
+  grpc::ClientContext bad;
+  bad.AddMetadata("authorization", "alice-secret");
+  v1::AttendResponse resp;
+  EXPECT_EQ(stub_->Attend(&bad, Small(), &resp).error_code(), grpc::UNAUTHENTICATED);
+  // Health needs no token.
+  auto health = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                    grpc::InsecureChannelCredentials());
+  EXPECT_TRUE(health->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5)));
+  // The right token works, and the reply names the log line.
+  std::string id;
+  ASSERT_TRUE(Attend("alice-secret", &id).ok());
+  EXPECT_FALSE(id.empty());
+  const std::string metrics = server_->metrics().Render();
+  EXPECT_NE(metrics.find("attn_refusals_total{reason=\"unauthenticated\"} 7"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("attn_participant_requests_total{code=\"OK\",participant=\"alice\",rpc=\"Attend\"} 1"),
+            std::string::npos) << metrics;
+}
+
+TEST_F(IdentityTest, TheLargeSuiteIsForAdmins) {
+  Start(Line("alice", "alice-secret") + Line("root", "root-secret", "admin"));
+  const grpc::Status s = Job("alice-secret", "large");
+  EXPECT_EQ(s.error_code(), grpc::PERMISSION_DENIED);
+  EXPECT_NE(s.error_message().find("alice: the large suite is for admins"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(Job("root-secret", "large").ok());
+  EXPECT_TRUE(Job("alice-secret", "codelab").ok());
+}
+
+TEST_F(IdentityTest, AChangedTokensFileTakesEffectAndABadOneKeepsTheLastGood) {
+  Start(Line("alice", "alice-secret"));
+  EXPECT_EQ(Attend("bob-secret").error_code(), grpc::UNAUTHENTICATED);
+  WriteFile(tokens_, Line("alice", "alice-secret") + Line("bob", "bob-secret"));
+  bool bob = false;
+  for (int i = 0; i < 100 && !bob; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    bob = Attend("bob-secret").ok();
+  }
+  EXPECT_TRUE(bob) << "bob's token was not accepted within 5 s of the change";
+  // A malformed file (a plaintext token instead of its hash): logged, last good kept.
+  WriteFile(tokens_, "carol carol-secret\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_TRUE(Attend("alice-secret").ok());
+  EXPECT_TRUE(Attend("bob-secret").ok());
+  EXPECT_EQ(Attend("carol-secret").error_code(), grpc::UNAUTHENTICATED);
+}
+
+TEST_F(IdentityTest, AParticipantOverItsInflightLimitIsRefusedNamingIt) {
+  ServerOptions o = CpuOptions();
+  o.admission.max_call_seconds = 120;
+  Start(Line("alice", "alice-secret", "max_inflight=1") + Line("bob", "bob-secret"), o);
+  // alice holds her one call (a long one); her second is refused; bob is served.
+  grpc::ClientContext long_ctx;
+  long_ctx.AddMetadata("authorization", "Bearer alice-secret");
+  v1::AttendRequest long_call = Small();
+  *long_call.mutable_shape() = MakeShape(1, 8192, 1, 64);
+  v1::AttendResponse long_resp;
+  std::atomic<bool> done{false};
+  stub_->async()->Attend(&long_ctx, &long_call, &long_resp, [&](grpc::Status) { done = true; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const grpc::Status s = Attend("alice-secret");
+  EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("alice: 1 calls in flight; the limit (--participant_max_inflight, or max_inflight in the tokens file) is 1"),
+            std::string::npos) << s.error_message();
+  EXPECT_TRUE(Attend("bob-secret").ok());
+  long_ctx.TryCancel();
+  while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_NE(server_->metrics().Render().find("attn_refusals_total{reason=\"participant_inflight\"} 1"), std::string::npos);
+}
+
+TEST(TokensFile, RulesNameTheLine) {
+  ParticipantLimits defaults;
+  const std::string h = Hex(Sha256("x"));
+  const std::pair<std::string, std::string> bad[] = {
+      {"alice\n", "line 1: expected NAME SHA256_HEX"},
+      {"al!ce " + h + "\n", "line 1: name 'al!ce'"},
+      {"# c\nalice zz\n", "line 2: alice: the token's SHA-256 must be 64 hex digits"},
+      {"a " + h + "\nb " + h + "\n", "line 2: b: the same token hash"},
+      {"a " + h + "\na " + Hex(Sha256("y")) + "\n", "line 2: name 'a' appears twice"},
+      {"a " + h + " root\n", "line 1: a: role 'root' is not participant or admin"},
+      {"a " + h + " max_inflight=x\n", "line 1: a: max_inflight: 'x' is not a number"},
+      {"a " + h + " admin speed=1\n", "line 1: a: unknown key 'speed'"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto parsed = ParseTokensFile(text, defaults);
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_NE(parsed.status().message().find(message), std::string::npos) << parsed.status();
+  }
+  auto ok = ParseTokensFile("# the cohort\n\nalice " + h + "   # her\nroot " + Hex(Sha256("r")) +
+                                " admin max_jobs=9 device_seconds=1.5\n",
+                            defaults);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[0].role, Role::kParticipant);
+  EXPECT_EQ((*ok)[1].role, Role::kAdmin);
+  EXPECT_EQ((*ok)[1].limits.max_jobs, 9);
+  EXPECT_EQ((*ok)[1].limits.device_seconds, 1.5);
+  EXPECT_EQ((*ok)[1].limits.max_inflight, defaults.max_inflight);
+}
+
+// The binary: the request id a participant gets back names its log line, which names them.
+TEST(IdentityProcess, TheRequestIdInTheReplyNamesTheLogLineWithTheParticipant) {
+  const std::string path = ScratchDir() + "process_tokens.txt";
+  WriteFile(path, Line("alice", "alice-secret"));
+  ::attn::testing::ServerProcess server("identity", {"--tokens_file=" + path});
+  ASSERT_GT(server.port(), 0) << ::attn::testing::ReadTextFile(server.log());
+  auto stub = ::attn::testing::Connect(server.port());
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer alice-secret");
+  v1::AttendRequest bad = Small();
+  bad.mutable_shape()->set_head_dim(0);  // a failure to report
+  v1::AttendResponse resp;
+  const grpc::Status s = stub->Attend(&ctx, bad, &resp);
+  ASSERT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  const auto& trailing = ctx.GetServerTrailingMetadata();
+  const auto it = trailing.find("x-request-id");
+  ASSERT_NE(it, trailing.end());
+  const std::string id(it->second.data(), it->second.size());
+  std::string log;
+  for (int i = 0; i < 50 && log.find("rpc=Attend") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    log = ::attn::testing::ReadTextFile(server.log());
+  }
+  EXPECT_TRUE(std::regex_search(log, std::regex("request id=" + id + " .*rpc=Attend code=INVALID_ARGUMENT.*participant=alice")))
+      << "id " << id << " in:\n" << log;
+}
+
+// --- TLS ---------------------------------------------------------------------------------
+
+// A test CA and a server certificate for 127.0.0.1 and localhost, made with the openssl CLI.
+bool MakeCertificates(const std::string& dir) {
+  const std::string cmd = absl::StrCat(
+      "cd ", dir, " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=attn-test-ca ",
+      "-keyout ca.key -out ca.crt 2>/dev/null && ",
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr 2>/dev/null && ",
+      "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext && ",
+      "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 ",
+      "-extfile san.ext -out server.crt 2>/dev/null && ",
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr 2>/dev/null && ",
+      "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out client.crt 2>/dev/null");
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::string Read(const std::string& path) { return ::attn::testing::ReadTextFile(path); }
+
+TEST(Tls, ARoundTripWithTheCohortCaAndAPlaintextClientRefused) {
+  const std::string dir = ScratchDir() + "tls";
+  mkdir(dir.c_str(), 0700);
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "openssl not installed (scripts/deps.sh --test installs it)";
+  }
+  ASSERT_TRUE(MakeCertificates(dir));
+  ServerOptions o = CpuOptions();
+  o.tls_cert_file = dir + "/server.crt";
+  o.tls_key_file = dir + "/server.key";
+  o.health_address = "127.0.0.1:0";
+  auto server = Server::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = absl::StrCat("localhost:", (*server)->port());
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = Read(dir + "/ca.crt");
+  auto stub = v1::AttentionService::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(ssl)));
+  grpc::ClientContext ctx;
+  v1::AttendResponse resp;
+  ASSERT_TRUE(stub->Attend(&ctx, Small(), &resp).ok());
+  // Plaintext against the TLS port: refused.
+  auto plain = ::attn::testing::Connect((*server)->port());
+  grpc::ClientContext pctx;
+  pctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  EXPECT_EQ(plain->Attend(&pctx, Small(), &resp).error_code(), grpc::UNAVAILABLE);
+  // A client that does not trust the CA: refused.
+  grpc::SslCredentialsOptions other;
+  other.pem_root_certs = Read(dir + "/client.crt");  // not a CA
+  auto untrusting = v1::AttentionService::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(other)));
+  grpc::ClientContext uctx;
+  uctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  EXPECT_EQ(untrusting->Attend(&uctx, Small(), &resp).error_code(), grpc::UNAVAILABLE);
+  // The plaintext health port answers Kubernetes' probes.
+  EXPECT_GT((*server)->health_port(), 0);
+  auto health = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->health_port()),
+                                    grpc::InsecureChannelCredentials());
+  EXPECT_TRUE(health->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5)));
+}
+
+TEST(Tls, ClientCertificatesWhenTheServerAsksForThem) {
+  const std::string dir = ScratchDir() + "mtls";
+  mkdir(dir.c_str(), 0700);
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "openssl not installed (scripts/deps.sh --test installs it)";
+  }
+  ASSERT_TRUE(MakeCertificates(dir));
+  ServerOptions o = CpuOptions();
+  o.tls_cert_file = dir + "/server.crt";
+  o.tls_key_file = dir + "/server.key";
+  o.tls_client_ca_file = dir + "/ca.crt";
+  auto server = Server::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = absl::StrCat("localhost:", (*server)->port());
+  v1::AttendResponse resp;
+  grpc::SslCredentialsOptions without;
+  without.pem_root_certs = Read(dir + "/ca.crt");
+  grpc::ClientContext a;
+  a.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  EXPECT_NE(v1::AttentionService::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(without)))
+                ->Attend(&a, Small(), &resp).error_code(),
+            grpc::OK);
+  grpc::SslCredentialsOptions with = without;
+  with.pem_private_key = Read(dir + "/client.key");
+  with.pem_cert_chain = Read(dir + "/client.crt");
+  grpc::ClientContext b;
+  EXPECT_TRUE(v1::AttentionService::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(with)))
+                  ->Attend(&b, Small(), &resp).ok());
+}
+
+TEST(Tls, BadFilesAreNamedAtStart) {
+  ServerOptions o = CpuOptions();
+  o.tls_cert_file = ScratchDir() + "missing.crt";
+  o.tls_key_file = ScratchDir() + "missing.key";
+  auto s = Server::Start(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--tls_cert_file: cannot read a PEM file"), std::string::npos) << s.status();
+  o.tls_key_file = "";
+  EXPECT_NE(Server::Start(o).status().message().find("give both"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attn::server
