@@ -235,7 +235,8 @@ class Client:
     target: host:port, a comma list of host:port, or dns:///name:port (several replicas are
     used round-robin); default $ATTN_TARGET, else localhost:50051. token: sent as
     ``authorization: Bearer <token>`` on every call; default $ATTN_TOKEN. tls: use TLS, with
-    the system's roots or ca_file (PEM). timeout: seconds per call (a benchmark job: the whole
+    the system's roots or ca_file (PEM); ca_file defaults to $ATTN_TLS_CA_FILE (set in the
+    cohort's JupyterLab), which turns TLS on by itself. timeout: seconds per call (a benchmark job: the whole
     job); None means 60 s for info, health and attend, and for bench the longest job the server
     allows.
     """
@@ -244,6 +245,7 @@ class Client:
                  ca_file: str | None = None, timeout: float | None = None, client_id: str = ""):
         self.target = target or os.environ.get("ATTN_TARGET") or DEFAULT_TARGET
         self.token = token if token is not None else os.environ.get("ATTN_TOKEN") or None
+        ca_file = ca_file or os.environ.get("ATTN_TLS_CA_FILE") or None
         self.timeout = timeout
         self.client_id = client_id
         uri, self.replicas = parse_target(self.target)
