@@ -44,6 +44,7 @@ ABSL_FLAG(std::string, tls_cert_file, "", "TLS: the server's certificate chain (
 ABSL_FLAG(std::string, tls_key_file, "", "TLS: the private key of --tls_cert_file (PEM)");
 ABSL_FLAG(std::string, tls_client_ca_file, "", "TLS: require client certificates signed by this CA (PEM); empty: none asked");
 ABSL_FLAG(std::string, health_address, "", "a plaintext port serving only grpc.health.v1, for Kubernetes' gRPC probes when the gRPC port speaks TLS, host:port; empty: none");
+ABSL_FLAG(std::string, prewarm_suite, "codelab", "on a GPU, run this suite once per worker at start-up (one call per case) so its cuDNN plans and kernels exist before the first request; empty: none");
 ABSL_FLAG(std::string, tokens_file, "", "participants and their token hashes, one per line: NAME SHA256_HEX [participant|admin] [key=value ...]; re-read when it changes; every RPC but health then needs 'authorization: Bearer TOKEN'; empty: no tokens");
 ABSL_FLAG(int, participant_max_inflight, 16, "quota: Attends and benchmark jobs one participant (without tokens: one client key) may have in flight");
 ABSL_FLAG(int, participant_max_queued, 32, "quota: tasks one participant may have waiting on a device, a job's later cases included");
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.health_address = absl::GetFlag(FLAGS_health_address);
   options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  options.prewarm_suite = absl::GetFlag(FLAGS_prewarm_suite);
   options.participant_limits.max_inflight = absl::GetFlag(FLAGS_participant_max_inflight);
   options.participant_limits.max_queued = absl::GetFlag(FLAGS_participant_max_queued);
   options.participant_limits.max_jobs = absl::GetFlag(FLAGS_participant_max_jobs);

@@ -39,6 +39,9 @@ struct ServerOptions {
   // key (PEM files); with tls_client_ca_file, clients must present a certificate it signed.
   std::string tokens_file;
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
+  // A suite run once per GPU worker at start-up (Prewarm), so the plans a cohort's first job
+  // needs exist before it asks; empty: none.
+  std::string prewarm_suite = "codelab";
   // A plaintext port serving only grpc.health.v1 (Kubernetes' gRPC probes do not speak TLS);
   // empty: none.
   std::string health_address;

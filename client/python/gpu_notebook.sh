@@ -23,9 +23,12 @@ if ls "$whl"/*.whl >/dev/null 2>&1; then
     || { echo "gpu_notebook: installing $whl failed"; exit 1; }
 fi
 
-"$b/run" attn-server --listen_address=127.0.0.1:50051 --metrics_address= >"$out/server.log" 2>&1 &
+# SERVER_FLAGS: more attn-server flags (e.g. --prewarm_suite= to start without the codelab
+# suite's plans built).
+# shellcheck disable=SC2086
+"$b/run" attn-server --listen_address=127.0.0.1:50051 --metrics_address= ${SERVER_FLAGS:-} >"$out/server.log" 2>&1 &
 server=$!
-for _ in $(seq 1 300); do grep -qs 'SERVING' "$out/server.log" && break; sleep 0.2; done
+for _ in $(seq 1 300); do grep -qs ' SERVING' "$out/server.log" && break; sleep 0.2; done
 grep -m1 'SERVING' "$out/server.log" || { echo "gpu_notebook: attn-server did not serve"; cat "$out/server.log"; exit 1; }
 
 echo "== JAX and PyTorch arrays through attend (tests/frameworks_check.py; CI has neither)"

@@ -55,11 +55,13 @@ def _bars(plt, labels: list[str], values: list[float], title: str):
     return fig
 
 
-def figures(results: res.Results) -> list[tuple[str, object]]:
-    """(key, Figure) for every plot the job has data for, keyed as Results.table() keys tables."""
+def figures(results: res.Results, only: str | None = None) -> list[tuple[str, object]]:
+    """(key, Figure) for every plot the job has data for, keyed as Results.table() keys tables;
+    with `only`, just that key's (a figure costs tens of ms to lay out: make only what is asked)."""
     plt = _pyplot()
     out = []
-    defaults = res.default_shape_cases(results.cases)
+    wanted = (lambda key: True) if only is None else (lambda key: key.lower() == only.lower())
+    defaults = res.default_shape_cases(results.cases) if wanted("timing") else []
     if defaults:
         b, t, n, h = res.DEFAULT_SHAPE
         out.append(("timing", _bars(plt, [res.series_label(r) for r in defaults],
@@ -67,7 +69,7 @@ def figures(results: res.Results) -> list[tuple[str, object]]:
                                     f"Attention latency (ms per call) — B={b}, T={t}, N={n}, H={h}")))
     for sec in results.sections:
         ok = [r for r in sec.cases if res.is_ok(r)]
-        if not ok:
+        if not ok or not wanted(sec.name):
             continue
         if sec.kind in ("seq_sweep", "batch_sweep"):
             out.append((sec.name, _sweep(plt, sec)))

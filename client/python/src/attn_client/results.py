@@ -542,13 +542,12 @@ class Results:
         bf16. A list of every one, or the one for `section` (as table() names them)."""
         from attn_client.plots import figures
 
-        figs = figures(self)
         if section is None:
-            return [f for _, f in figs]
-        for key, f in figs:
+            return [f for _, f in figures(self)]
+        for key, f in figures(self, only=section):
             if key.lower() == section.lower():
                 return f
-        raise KeyError(f"no plot {section!r}; this job has {', '.join(repr(k) for k, _ in figs)}")
+        raise KeyError(f"no plot {section!r}; this job has {', '.join(repr(k) for k, _ in figures(self))}")
 
     # -- attn-client's files --
 
