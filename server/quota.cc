@@ -27,10 +27,15 @@ void ParticipantQuotas::Ticket::Release() {
   quotas_ = nullptr;
 }
 
+int64_t ParticipantQuotas::Bucket(Clock::time_point t) const {
+  const double width = window_ / kBuckets;
+  return static_cast<int64_t>(std::chrono::duration<double>(t.time_since_epoch()).count() / width);
+}
+
 void ParticipantQuotas::Prune(std::map<std::string, State>::iterator it, Clock::time_point now) {
   State& s = it->second;
-  const auto oldest = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(window_));
-  while (!s.device.empty() && s.device.front().first < oldest) {
+  const int64_t oldest = Bucket(now) - kBuckets;
+  while (!s.device.empty() && s.device.front().first <= oldest) {
     s.device_sum -= s.device.front().second;
     s.device.pop_front();
   }
@@ -38,13 +43,32 @@ void ParticipantQuotas::Prune(std::map<std::string, State>::iterator it, Clock::
   if (s.inflight == 0 && s.device.empty()) states_.erase(it);
 }
 
+std::map<std::string, ParticipantQuotas::State>::iterator ParticipantQuotas::Track(
+    const std::string& key, Clock::time_point now) {
+  auto it = states_.find(key);
+  if (it == states_.end() && states_.size() >= kMaxTracked) {
+    for (auto p = states_.begin(); p != states_.end();) Prune(p++, now);
+    // Still full: forget a tenth of those without calls in flight, so the scan is paid once
+    // per kMaxTracked / 10 new keys.
+    for (auto p = states_.begin(); p != states_.end() && states_.size() > kMaxTracked * 9 / 10;) {
+      if (p->second.inflight == 0) {
+        p = states_.erase(p);
+      } else {
+        ++p;
+      }
+    }
+  }
+  return states_.try_emplace(key).first;
+}
+
 absl::StatusOr<ParticipantQuotas::Ticket> ParticipantQuotas::Begin(const std::string& key,
                                                                    const ParticipantLimits& limits,
                                                                    bool job, std::string* reason) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = states_.try_emplace(key).first;
-  Prune(it, Clock::now());
-  it = states_.try_emplace(key).first;
+  const auto now = Clock::now();
+  auto it = Track(key, now);
+  Prune(it, now);
+  it = Track(key, now);
   State& s = it->second;
   const auto refuse = [&](const char* why, const std::string& what) {
     if (reason != nullptr) *reason = why;
@@ -63,9 +87,10 @@ absl::StatusOr<ParticipantQuotas::Ticket> ParticipantQuotas::Begin(const std::st
         s.jobs, limits.max_jobs));
   }
   if (s.device_sum >= limits.device_seconds) {
-    const double wait = s.device.empty() ? 0
-                                         : window_ - std::chrono::duration<double>(
-                                                         Clock::now() - s.device.front().first).count();
+    const double wait = s.device.empty()
+                            ? 0
+                            : static_cast<double>(s.device.front().first + kBuckets + 1 - Bucket(now)) *
+                                  (window_ / kBuckets);
     return refuse("participant_device_time", absl::StrFormat(
         "held the device for %.1f s in the last %g s; the limit (--participant_device_seconds, or "
         "device_seconds) is %g s: retry in %.0f s",
@@ -82,10 +107,16 @@ absl::StatusOr<ParticipantQuotas::Ticket> ParticipantQuotas::Begin(const std::st
 
 void ParticipantQuotas::AddDeviceSeconds(const std::string& key, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = states_.try_emplace(key).first;
-  it->second.device.emplace_back(Clock::now(), seconds);
+  const auto now = Clock::now();
+  auto it = Track(key, now);
+  const int64_t bucket = Bucket(now);
+  if (!it->second.device.empty() && it->second.device.back().first == bucket) {
+    it->second.device.back().second += seconds;
+  } else {
+    it->second.device.emplace_back(bucket, seconds);
+  }
   it->second.device_sum += seconds;
-  Prune(it, Clock::now());
+  Prune(it, now);
 }
 
 double ParticipantQuotas::DeviceSecondsInWindow(const std::string& key) {

@@ -53,14 +53,23 @@ class ParticipantQuotas {
   double window_seconds() const { return window_; }
 
  private:
+  // Device time is kept in kBuckets buckets of window / kBuckets seconds, so a participant's
+  // state has a fixed size however many calls it makes; at most kMaxTracked participants are
+  // kept (client keys without tokens are chosen by callers): past that, a tenth of those
+  // without calls in flight are forgotten (their device time with them).
+  static constexpr int kBuckets = 60;
+  static constexpr size_t kMaxTracked = 10000;
   struct State {
     int inflight = 0;
     int jobs = 0;
-    std::deque<std::pair<Clock::time_point, double>> device;  // (end, seconds) in the window
+    std::deque<std::pair<int64_t, double>> device;  // (bucket number, seconds), oldest first
     double device_sum = 0;
   };
-  // Drops samples older than the window; erases a participant with nothing left.
+  int64_t Bucket(Clock::time_point t) const;
+  // Drops buckets older than the window; erases a participant with nothing left.
   void Prune(std::map<std::string, State>::iterator it, Clock::time_point now);
+  // The state of `key`, made room for when the table is full.
+  std::map<std::string, State>::iterator Track(const std::string& key, Clock::time_point now);
 
   const double window_;
   mutable std::mutex mu_;

@@ -351,7 +351,8 @@ AttentionService::~AttentionService() {
 }
 
 void AttentionService::Reply(const Call& call, std::function<void()> reply) {
-  if (!absl::StartsWith(call.refusal, "participant_") || config_.quota_refusal_delay_s <= 0) {
+  if (!absl::StartsWith(call.refusal, "participant_") || !call.small_request ||
+      config_.quota_refusal_delay_s <= 0) {
     return reply();
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -628,6 +629,7 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
                                                    const v1::AttendRequest* request,
                                                    v1::AttendResponse* response) {
   auto call = NewCall("Attend", context, request->client_id());
+  call->small_request = request->ByteSizeLong() <= 64 * 1024;
   auto* reactor = new AttendReactor(call);
   context->AddTrailingMetadata(kRequestIdKey, absl::StrCat(call->id));
   const auto finish = [this, reactor, call, response](const absl::Status& status) {

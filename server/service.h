@@ -82,6 +82,9 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
     ParticipantLimits limits;
     ParticipantQuotas::Ticket quota;  // its place among the participant's calls in flight
     std::string refusal;              // why it was refused before running (metrics label)
+    // A quota refusal's reply may be held back (Reply) only for a small request: a large one
+    // would hold its payload in memory meanwhile.
+    bool small_request = true;
     Clock::time_point accepted;
     double queue_s = 0, device_s = 0;
     double estimated_s = -1;  // admitted cost; -1 before admission

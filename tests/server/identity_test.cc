@@ -18,6 +18,7 @@
 #include "attention/v1/attention.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/auth.h"
+#include "server/quota.h"
 #include "server/server.h"
 #include "server/server_helpers.h"
 #include "server_process.h"
@@ -244,6 +245,48 @@ TEST(IdentityProcess, TheRequestIdInTheReplyNamesTheLogLineWithTheParticipant) {
   }
   EXPECT_TRUE(std::regex_search(log, std::regex("request id=" + id + " .*rpc=Attend code=INVALID_ARGUMENT.*participant=alice")))
       << "id " << id << " in:\n" << log;
+}
+
+TEST(ParticipantQuotas, InflightJobsAndDeviceTimeInARollingWindow) {
+  ParticipantQuotas quotas(/*window_s=*/0.6);
+  ParticipantLimits limits;
+  limits.max_inflight = 2;
+  limits.max_jobs = 1;
+  limits.device_seconds = 1.0;
+  auto a = quotas.Begin("alice", limits, /*job=*/true);
+  ASSERT_TRUE(a.ok());
+  std::string reason;
+  auto b = quotas.Begin("alice", limits, /*job=*/true, &reason);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(reason, "participant_jobs");
+  auto c = quotas.Begin("alice", limits, /*job=*/false);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(quotas.Begin("alice", limits, false, &reason).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(reason, "participant_inflight");
+  EXPECT_TRUE(quotas.Begin("bob", limits, false).ok()) << "another participant is not touched";
+  a->Release();
+  c->Release();
+  quotas.AddDeviceSeconds("alice", 1.2);
+  EXPECT_NEAR(quotas.DeviceSecondsInWindow("alice"), 1.2, 1e-9);
+  auto over = quotas.Begin("alice", limits, false, &reason);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(reason, "participant_device_time");
+  EXPECT_NE(over.status().message().find("held the device for 1.2 s in the last 0.6 s"), std::string::npos)
+      << over.status();
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // the window moves on
+  EXPECT_EQ(quotas.DeviceSecondsInWindow("alice"), 0);
+  EXPECT_TRUE(quotas.Begin("alice", limits, false).ok());
+}
+
+TEST(ParticipantQuotas, StateStaysBoundedUnderManyKeysAndCalls) {
+  ParticipantQuotas quotas(600);
+  ParticipantLimits limits;
+  // Client keys without tokens are the caller's choice: 20000 of them, each with device time.
+  for (int i = 0; i < 20000; ++i) quotas.AddDeviceSeconds(absl::StrCat("k", i), 0.001);
+  EXPECT_LE(quotas.tracked(), 10000u);
+  // One key's many calls fold into the window's buckets.
+  for (int i = 0; i < 100000; ++i) quotas.AddDeviceSeconds("busy", 1e-6);
+  EXPECT_NEAR(quotas.DeviceSecondsInWindow("busy"), 0.1, 1e-9);
 }
 
 // --- TLS ---------------------------------------------------------------------------------
