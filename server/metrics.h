@@ -48,10 +48,10 @@ class Metrics {
   // thread of its own. Returns the bound port.
   absl::StatusOr<int> Expose(const std::string& address);
 
-  void Request(const std::string& rpc, const char* code, double seconds);
+  void Request(const std::string& rpc, const std::string& code, double seconds);
   void QueueWait(int device, double seconds);
   void DeviceTime(const std::string& backend, const std::string& dtype, bool causal, double seconds);
-  void BenchmarkCase(const std::string& backend, const char* status);
+  void BenchmarkCase(const std::string& backend, const std::string& status);
 
   std::atomic<int> inflight{0};
   std::atomic<bool> serving{false};
