@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "proto/status.h"
 
 namespace attn::client {
 namespace {
@@ -98,29 +99,6 @@ std::shared_ptr<grpc::Channel> MakeChannel(const Target& target) {
   args.SetMaxReceiveMessageSize(-1);  // the server enforces its own limit on outputs
   args.SetMaxSendMessageSize(-1);
   return grpc::CreateCustomChannel(target.uri, grpc::InsecureChannelCredentials(), args);
-}
-
-std::string CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::OK: return "OK";
-    case grpc::CANCELLED: return "CANCELLED";
-    case grpc::UNKNOWN: return "UNKNOWN";
-    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::NOT_FOUND: return "NOT_FOUND";
-    case grpc::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::ABORTED: return "ABORTED";
-    case grpc::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::INTERNAL: return "INTERNAL";
-    case grpc::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::DATA_LOSS: return "DATA_LOSS";
-    case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return absl::StrCat("CODE_", static_cast<int>(code));
-  }
 }
 
 std::string DescribeRpcError(const grpc::Status& status, const std::string& peer) {

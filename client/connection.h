@@ -28,7 +28,4 @@ std::shared_ptr<grpc::Channel> MakeChannel(const Target& target);
 // A gRPC error as one line: "INVALID_ARGUMENT: shape.head_dim: must be ... (from 10.0.0.1:50051)".
 std::string DescribeRpcError(const grpc::Status& status, const std::string& peer);
 
-// The gRPC code's canonical name ("FAILED_PRECONDITION").
-std::string CodeName(grpc::StatusCode code);
-
 }  // namespace attn::client
