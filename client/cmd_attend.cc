@@ -1,6 +1,6 @@
 // attn-client attend: one Attend call. Inputs are generated on the server from --seed, or read
 // from --q/--k/--v .npy files (whose shapes give the problem); --output writes the result as .npy;
-// --check computes the same problem with the engine's cpu backend here (float64 accumulation) and
+// --check computes the same problem with the float64 reference here (the cpu backend's) and
 // prints the largest difference.
 #include <chrono>
 #include <cmath>
@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "attention/v1/attention.grpc.pb.h"
-#include "attn/attention.h"
-#include "attn/bench.h"
-#include "attn/device.h"
-#include "attn/registry.h"
+#include "attn/inputs.h"
+#include "attn/reference.h"
+#include "attn/tensor.h"
 #include "client/commands.h"
 #include "client/npy.h"
+#include "client/render.h"
 #include "client/report.h"
 #include "proto/convert.h"
 
@@ -66,55 +66,40 @@ absl::StatusOr<Inputs> FromFiles(const ParsedArgs& args, DType dtype, bool causa
   return in;
 }
 
-// A host context for the local work: the cpu backend needs no workspace.
-DeviceContextOptions SmallCpuContext() {
-  DeviceContextOptions options;
-  options.arena_bytes = int64_t{1} << 20;
-  options.pinned_host_bytes = 0;
-  return options;
-}
-
-// The problem's inputs on the host, as the server generates them from `seed` (FillInputs is a
-// pure function of the seed and the element index, the same on the host and the device).
+// The problem's inputs on the host, as the server generates them from `seed` (a pure function
+// of the seed and the element index, the same on the host and the device).
 absl::Status GenerateLocally(uint64_t seed, Inputs& in) {
-  auto ctx = DeviceContext::CreateCpu(SmallCpuContext());
-  if (!ctx.ok()) return ctx.status();
   const AttentionProblem& p = in.problem;
-  in.q.assign(static_cast<size_t>(QueryElements(p) * DTypeSize(p.dtype)), '\0');
-  in.k.assign(static_cast<size_t>(KeyValueElements(p) * DTypeSize(p.dtype)), '\0');
-  in.v.assign(in.k.size(), '\0');
-  AttentionTensors t = PackedTensors(p, MemoryKind::kHost, in.q.data(), in.k.data(), in.v.data(), nullptr);
-  return FillInputs(**ctx, p, t, seed);
+  const int64_t counts[3] = {QueryElements(p), KeyValueElements(p), KeyValueElements(p)};
+  std::string* buffers[3] = {&in.q, &in.k, &in.v};
+  for (int i = 0; i < 3; ++i) {
+    buffers[i]->assign(static_cast<size_t>(counts[i] * DTypeSize(p.dtype)), '\0');
+    if (auto s = FillNormalHost(buffers[i]->data(), counts[i], p.dtype, InputSeed(seed, 0, i));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
-// The reference output in float32: the inputs widened exactly, then the cpu backend.
+// The reference output in float32: the float64 attention (the cpu backend's) on the inputs.
 absl::StatusOr<std::vector<float>> Reference(const Inputs& in, double scale) {
   AttentionProblem p = in.problem;
-  p.dtype = DType::kFloat32;
   if (scale > 0) p.scale = scale;
-  auto widen = [&](const std::string& bytes) {
-    const int64_t n = static_cast<int64_t>(bytes.size()) / DTypeSize(in.problem.dtype);
-    std::vector<float> out(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(LoadAsDouble(bytes.data(), in.problem.dtype, i));
-    return out;
-  };
-  std::vector<float> q = widen(in.q), k = widen(in.k), v = widen(in.v);
-  std::vector<float> out(q.size());
-  auto ctx = DeviceContext::CreateCpu(SmallCpuContext());
-  if (!ctx.ok()) return ctx.status();
-  auto backend = BackendRegistry::Default().Resolve("cpu", p, (*ctx)->info());
-  if (!backend.ok()) return backend.status();
-  // The cpu backend's scratch grows with the problem: size the host arena to it.
-  auto workspace = (*backend)->WorkspaceBytes(p, **ctx);
-  if (!workspace.ok()) return workspace.status();
-  if (*workspace > SmallCpuContext().arena_bytes) {
-    DeviceContextOptions options = SmallCpuContext();
-    options.arena_bytes = *workspace + (int64_t{1} << 20);
-    ctx = DeviceContext::CreateCpu(options);
-    if (!ctx.ok()) return ctx.status();
-  }
-  AttentionTensors t = PackedTensors(p, MemoryKind::kHost, q.data(), k.data(), v.data(), out.data());
-  if (auto s = RunAttention(**backend, p, t, **ctx); !s.ok()) return s;
+  auto scratch_bytes = ReferenceScratchBytes(p);
+  if (!scratch_bytes.ok()) return scratch_bytes.status();
+  std::vector<double> scratch(static_cast<size_t>(*scratch_bytes) / sizeof(double));
+  // The output in the inputs' dtype would round the reference: widen it to float32.
+  std::vector<float> out(static_cast<size_t>(QueryElements(p)));
+  AttentionTensors t = PackedTensors(p, MemoryKind::kHost, const_cast<char*>(in.q.data()),
+                                     const_cast<char*>(in.k.data()), const_cast<char*>(in.v.data()),
+                                     nullptr);
+  t.out = TensorView::Contiguous(out.data(), static_cast<int64_t>(out.size() * sizeof(float)),
+                                 DType::kFloat32, MemoryKind::kHost, p.batch, p.q_len,
+                                 p.num_heads, p.head_dim);
+  AttentionProblem as_float = p;
+  as_float.dtype = DType::kFloat32;
+  if (auto s = ReferenceAttention(as_float, t, scratch.data()); !s.ok()) return s;
   return out;
 }
 
@@ -216,16 +201,17 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
   }
   const v1::Timings& t = resp.timings();
   const std::string shape = QShape(req.shape());
-  if (common.format == "json") {
-    std::printf("{\"backend\": \"%s\", \"device\": %d, \"hostname\": \"%s\", \"replica\": \"%s\", "
-                "\"output_shape\": [%lld, %lld, %lld, %lld], \"dtype\": \"%s\", \"queue_ms\": %.6g, "
-                "\"device_ms\": %.6g, \"total_ms\": %.6g",
-                resp.backend().c_str(), resp.device(), resp.hostname().c_str(), ctx.peer().c_str(),
-                static_cast<long long>(in.problem.batch), static_cast<long long>(in.problem.q_len),
-                static_cast<long long>(in.problem.num_heads), static_cast<long long>(in.problem.head_dim),
-                std::string(DTypeName(*dtype)).c_str(), t.queue_seconds() * 1e3,
-                t.device_seconds() * 1e3, t.total_seconds() * 1e3);
-  } else {
+  Json doc = {{"backend", resp.backend()},
+              {"device", resp.device()},
+              {"hostname", resp.hostname()},
+              {"replica", ctx.peer()},
+              {"output_shape", {in.problem.batch, in.problem.q_len, in.problem.num_heads,
+                                in.problem.head_dim}},
+              {"dtype", std::string(DTypeName(*dtype))},
+              {"queue_ms", t.queue_seconds() * 1e3},
+              {"device_ms", t.device_seconds() * 1e3},
+              {"total_ms", t.total_seconds() * 1e3}};
+  if (common.format != "json") {
     std::printf("backend:       %s on device %d of %s (%s)\n", resp.backend().c_str(), resp.device(),
                 resp.hostname().c_str(), ctx.peer().c_str());
     std::printf("output:        %s %s\n", shape.c_str(), std::string(DTypeName(*dtype)).c_str());
@@ -255,17 +241,17 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
       den += want * want;
     }
     const double rel = den > 0 ? std::sqrt(num / den) : 0;
-    if (common.format == "json") {
-      std::printf(", \"max_abs_diff\": %.6g, \"rel_l2_diff\": %.6g, \"close\": %s", max_diff, rel,
-                  close ? "true" : "false");
-    } else {
+    doc["max_abs_diff"] = max_diff;
+    doc["rel_l2_diff"] = rel;
+    doc["close"] = close;
+    if (common.format != "json") {
       std::printf("check:         max |%s - cpu reference| %.2e, rel L2 %.2e; outputs close "
                   "(atol=%g, rtol=%g): %s\n", resp.backend().c_str(), max_diff, rel, atol, rtol,
                   close ? "True" : "False");
     }
     if (!close) code = kExitFailed;
   }
-  if (common.format == "json") std::printf("}\n");
+  if (common.format == "json") std::printf("%s\n", DumpJson(doc).c_str());
   if (args.Has("output")) {
     NpyArray out = FromDTypeBytes(resp.output(), *dtype,
                                   {in.problem.batch, in.problem.q_len, in.problem.num_heads, in.problem.head_dim});

@@ -1,8 +1,10 @@
 // attn-client bench: a benchmark job sent case by case over the channel's replicas.
 //
-// Each case is one RunBenchmark call holding that case alone, with the seed the server would
-// use for it inside one job (seed + 192 * index), so results do not depend on how the cases were
-// spread. As many calls run at once as the target has replicas (--parallel overrides), and the
+// The server owns the job: a suite as the server expands it (ServerInfo.suite_cases), or the
+// axes' cases as a list. Each case is one RunBenchmark call naming the job and that case's index
+// in it (case_indices), so the server gives it the index and seed it has in the whole job and
+// results do not depend on how the cases were spread. As many calls run at once as the target
+// has replicas (--parallel overrides), and the
 // round_robin channel spreads them; each result records the replica (the call's peer) and the
 // server's hostname. Ctrl-C cancels the calls in flight, which cancels their cases on the server.
 #include <signal.h>
@@ -24,11 +26,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "attention/v1/attention.grpc.pb.h"
-#include "attn/bench.h"
 #include "client/commands.h"
 #include "client/progress.h"
 #include "client/render.h"
 #include "proto/convert.h"
+#include "proto/status.h"
 
 namespace attn::client {
 namespace {
@@ -50,28 +52,30 @@ std::set<std::string> ServerBackends(const v1::ServerInfo& info) {
   return names;
 }
 
-// The cases of --suite (expanded for the server's device kind, as the server would) or of the
-// axes' cross product. Axis sweeps get one section per combination of the other axes, so each
-// table is a sweep over one axis.
-absl::StatusOr<std::vector<v1::BenchmarkCase>> BuildCases(const ParsedArgs& args,
-                                                          const v1::ServerInfo& info, int device) {
-  std::vector<v1::BenchmarkCase> out;
+// A job: --suite as the server expands it (its cases, for progress and the report), or the
+// axes' cross product as a list.
+struct Job {
+  v1::RunBenchmarkRequest request;  // the job without case_indices
+  std::vector<v1::BenchmarkCase> cases;
+};
+
+// The cases of --suite (from the server's ServerInfo.suite_cases) or of the axes' cross product.
+// Axis sweeps get one section per combination of the other axes, so each table is a sweep over
+// one axis.
+absl::StatusOr<Job> BuildJob(const ParsedArgs& args, const v1::ServerInfo& info) {
+  Job job;
   if (args.Has("suite")) {
     const std::string suite = args.Get("suite");
-    if (std::find(info.suites().begin(), info.suites().end(), suite) == info.suites().end()) {
-      return absl::InvalidArgumentError(absl::StrCat("--suite: the server has no suite '", suite,
-                                                     "'; it has ", absl::StrJoin(info.suites(), ", ")));
+    for (const v1::Suite& s : info.suite_cases()) {
+      if (s.name() != suite) continue;
+      job.request.set_suite(suite);
+      job.cases.assign(s.cases().begin(), s.cases().end());
+      return job;
     }
-    DeviceInfo di;
-    di.kind = DeviceKind::kCpu;
-    for (const auto& d : info.devices()) {
-      if ((device < 0 || d.index() == device) && d.kind() == "cuda") di.kind = DeviceKind::kCuda;
-    }
-    auto cases = ExpandSuite(suite, di);
-    if (!cases.ok()) return cases.status();
-    for (const auto& c : *cases) out.push_back(CaseToProto(c));
-    return out;
+    return absl::InvalidArgumentError(absl::StrCat("--suite: the server has no suite '", suite,
+                                                   "'; it has ", absl::StrJoin(info.suites(), ", ")));
   }
+  std::vector<v1::BenchmarkCase>& out = job.cases;
   auto seq = args.GetIntList("seq_lens");
   auto batch = args.GetIntList("batch_sizes");
   auto heads = args.GetIntList("heads");
@@ -141,7 +145,8 @@ absl::StatusOr<std::vector<v1::BenchmarkCase>> BuildCases(const ParsedArgs& args
       }
     }
   }
-  return out;
+  *job.request.mutable_cases()->mutable_cases() = {out.begin(), out.end()};
+  return job;
 }
 
 absl::StatusOr<v1::BenchmarkOptions> BuildOptions(const ParsedArgs& args) {
@@ -209,17 +214,15 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-// Sends cases one call each from `workers` threads until all are done or the run is cancelled.
+// Sends a job's cases one call each from `workers` threads until all are done or the run is
+// cancelled.
 class Dispatcher {
  public:
-  Dispatcher(std::shared_ptr<grpc::Channel> channel, std::vector<v1::BenchmarkCase> cases,
-             v1::BenchmarkOptions options, int device, std::string client_id,
-             std::optional<std::chrono::system_clock::time_point> deadline, Progress& progress,
-             std::set<std::string> server_backends)
-      : stub_(v1::AttentionService::NewStub(channel)), cases_(std::move(cases)),
-        server_backends_(std::move(server_backends)),
-        options_(std::move(options)), device_(device), client_id_(std::move(client_id)),
-        deadline_(deadline), progress_(progress), sent_(cases_.size(), false), records_(cases_.size()) {}
+  Dispatcher(std::shared_ptr<grpc::Channel> channel, Job job,
+             std::optional<std::chrono::system_clock::time_point> deadline, Progress& progress)
+      : stub_(v1::AttentionService::NewStub(channel)), cases_(std::move(job.cases)),
+        request_(std::move(job.request)), deadline_(deadline), progress_(progress),
+        sent_(cases_.size(), false), records_(cases_.size()) {}
 
   std::vector<CaseRecord> Run(int workers) {
     std::vector<std::thread> threads;
@@ -258,11 +261,11 @@ class Dispatcher {
   }
 
   // A result for a case that never ran on the server: its status and why, no numerics.
-  static v1::CaseResult NotRun(const v1::BenchmarkCase& c, const std::string& status,
+  static v1::CaseResult NotRun(const v1::BenchmarkCase& c, absl::StatusCode status,
                                const std::string& message) {
     v1::CaseResult r;
     *r.mutable_case_() = c;
-    r.set_status(status);
+    r.set_status(CodeNumber(status));
     r.set_message(message);
     r.set_max_abs_error(-1);
     r.set_rel_l2_error(-1);
@@ -273,32 +276,18 @@ class Dispatcher {
 
   void RunOne(size_t i) {
     const v1::BenchmarkCase& c = cases_[i];
-    progress_.Started(absl::StrCat(SeriesLabel(NotRun(c, "", "")), " ", ProblemLabel(c)));
-    CaseRecord record;
-    // A suite (expanded here by this client's engine) may name a backend an older server lacks:
-    // reported as unsupported, as the server's runner reports a backend it was built without.
-    if (c.backend() != "auto" && !server_backends_.count(c.backend())) {
-      record.result = NotRun(c, "FAILED_PRECONDITION",
-                             absl::StrCat(c.backend(), ": not built into this server (it has ",
-                                          absl::StrJoin(server_backends_, ", "), ")"));
-    } else {
-      record = Call(i);
-    }
-    record.result.set_index(static_cast<int32_t>(i));
-    record.result.set_total(static_cast<int32_t>(cases_.size()));
+    progress_.Started(absl::StrCat(SeriesLabel(NotRun(c, absl::StatusCode::kOk, "")), " ",
+                                   ProblemLabel(c)));
+    CaseRecord record = Call(i);
     progress_.Finished(record);
     records_[i] = std::move(record);
   }
 
-  // One RunBenchmark call holding case i alone; cancellable through in_flight_.
+  // One RunBenchmark call running the job's case i alone; cancellable through in_flight_.
   CaseRecord Call(size_t i) {
     const v1::BenchmarkCase& c = cases_[i];
-    v1::RunBenchmarkRequest req;
-    *req.mutable_cases()->add_cases() = c;
-    *req.mutable_options() = options_;
-    req.mutable_options()->set_seed(options_.seed() + 192 * i);  // the runner's per-case seed
-    req.set_device(device_);
-    req.set_client_id(client_id_);
+    v1::RunBenchmarkRequest req = request_;
+    req.add_case_indices(static_cast<int32_t>(i));
     grpc::ClientContext ctx;
     if (deadline_) ctx.set_deadline(*deadline_);
     {
@@ -324,18 +313,18 @@ class Dispatcher {
     record.replica = ctx.peer();
     if (!got) {
       // The code is the status column already; the message is the server's alone.
-      record.result = NotRun(c, CodeName(status.ok() ? grpc::INTERNAL : status.error_code()),
-                             status.ok() ? "the server sent no result" : status.error_message());
+      record.result = NotRun(
+          c, status.ok() ? absl::StatusCode::kInternal : FromGrpcCode(status.error_code()),
+          status.ok() ? "the server sent no result" : status.error_message());
+      record.result.set_index(static_cast<int32_t>(i));
+      record.result.set_total(static_cast<int32_t>(cases_.size()));
     }
     return record;
   }
 
   std::unique_ptr<v1::AttentionService::Stub> stub_;
   const std::vector<v1::BenchmarkCase> cases_;
-  const std::set<std::string> server_backends_;
-  const v1::BenchmarkOptions options_;
-  const int device_;
-  const std::string client_id_;
+  const v1::RunBenchmarkRequest request_;  // the job, its options, device and client id
   const std::optional<std::chrono::system_clock::time_point> deadline_;
   Progress& progress_;
   std::mutex mu_;
@@ -411,21 +400,23 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
         &ctx, v1::GetServerInfoRequest(), &report.server);
     if (!s.ok()) return Fail(kExitFailed, DescribeRpcError(s, ctx, common.target.tls));
   }
-  auto cases = BuildCases(args, report.server, static_cast<int>(*device));
-  if (!cases.ok()) return Fail(kExitUsage, std::string(cases.status().message()));
-  if (cases->empty()) return Fail(kExitUsage, "no cases to run");
+  auto job = BuildJob(args, report.server);
+  if (!job.ok()) return Fail(kExitUsage, std::string(job.status().message()));
+  if (job->cases.empty()) return Fail(kExitUsage, "no cases to run");
+  *job->request.mutable_options() = *options;
+  job->request.set_device(static_cast<int>(*device));
+  job->request.set_client_id(common.client_id);
 
   const bool terminal = isatty(STDERR_FILENO) == 1;
   const bool bar = progress_mode == "bar" || (progress_mode == "auto" && terminal);
   std::FILE* progress_out = progress_mode == "none" ? std::fopen("/dev/null", "w") : stderr;
-  Progress progress(static_cast<int>(cases->size()), bar, progress_out);
+  Progress progress(static_cast<int>(job->cases.size()), bar, progress_out);
   const int workers = static_cast<int>(std::min<int64_t>(
-      *parallel > 0 ? *parallel : common.target.replicas, static_cast<int64_t>(cases->size())));
+      *parallel > 0 ? *parallel : common.target.replicas, static_cast<int64_t>(job->cases.size())));
   struct sigaction sa{};
   sa.sa_handler = OnSigint;
   sigaction(SIGINT, &sa, nullptr);
-  Dispatcher dispatcher(channel, std::move(*cases), *options, static_cast<int>(*device),
-                        common.client_id, deadline, progress, ServerBackends(report.server));
+  Dispatcher dispatcher(channel, *std::move(job), deadline, progress);
   report.cases = dispatcher.Run(std::max(1, workers));
   progress.Close();
   if (progress_out != stderr) std::fclose(progress_out);
@@ -460,8 +451,8 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
   const Tally tally = Count(report.cases);
   if (tally.failed == 0) return kExitOk;
   const bool all_invalid = std::all_of(report.cases.begin(), report.cases.end(), [](const CaseRecord& c) {
-    return c.result.status() == "OK" || c.result.status() == "FAILED_PRECONDITION" ||
-           c.result.status() == "INVALID_ARGUMENT";
+    return IsOk(c.result) || IsUnsupported(c.result) ||
+           StatusOf(c.result) == absl::StatusCode::kInvalidArgument;
   });
   return all_invalid ? kExitUsage : kExitFailed;
 }

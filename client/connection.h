@@ -41,7 +41,4 @@ std::string DescribeRpcError(const grpc::Status& status, const std::string& peer
 std::string DescribeRpcError(const grpc::Status& status, const grpc::ClientContext& context,
                              bool tls);
 
-// The gRPC code's canonical name ("FAILED_PRECONDITION").
-std::string CodeName(grpc::StatusCode code);
-
 }  // namespace attn::client

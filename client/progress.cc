@@ -23,11 +23,11 @@ void Progress::Finished(const CaseRecord& record) {
     return;
   }
   const std::string what = absl::StrCat(SeriesLabel(r), " ", ProblemLabel(r.case_()));
-  if (r.status() == "OK") {
+  if (IsOk(r)) {
     absl::FPrintF(out_, "[%d/%d] ok %s: %s ms (%s)\n", done_, total_, what,
                   FormatMs(r.stats().median_ms()), r.hostname());
   } else {
-    absl::FPrintF(out_, "[%d/%d] %s %s: %s\n", done_, total_, r.status(), what, r.message());
+    absl::FPrintF(out_, "[%d/%d] %s %s: %s\n", done_, total_, StatusName(r), what, r.message());
   }
   std::fflush(out_);
 }

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "client/report.h"
 
 namespace attn::client {
@@ -16,11 +18,16 @@ namespace attn::client {
 // summary line.
 std::string RenderTables(const Report& report);
 
-// One header row, then one row per case: the columns of CaseColumns.
+// JSON values keep their keys in the order they were added.
+using Json = nlohmann::ordered_json;
+
+// One header row, then one row per case: the columns of CaseColumns (RFC 4180: CRLF line ends,
+// strings quoted with '"' doubled).
 std::string RenderCsv(const Report& report);
 
 // {"schema": "attn.bench.v1", "command", "target", "created", "wall_seconds", "server": {...},
-//  "options": {...}, "summary": {...}, "cases": [ {one object per case: CaseColumns}, ... ]}
+//  "options": {...}, "summary": {...}, "cases": [ {one object per case: CaseColumns}, ... ]},
+// indented by two spaces.
 std::string RenderJson(const Report& report);
 
 // One HTML page, no external assets: charts (latency vs sequence length per backend, vs batch
@@ -28,11 +35,11 @@ std::string RenderJson(const Report& report);
 // every case.
 std::string RenderHtml(const Report& report);
 
-// A case as (column, JSON value) pairs: strings quoted, numbers bare, booleans true/false. The
-// one list of columns CSV and JSON share.
-std::vector<std::pair<std::string, std::string>> CaseColumns(const CaseRecord& record);
+// A case as (column, value) pairs: the one list of columns CSV and JSON share.
+std::vector<std::pair<std::string, Json>> CaseColumns(const CaseRecord& record);
 
-// JSON string literal (also used for CSV fields, which need the same quoting of '"').
-std::string JsonQuote(const std::string& s);
+// `value` as JSON text (compact, or indented by `indent` spaces); invalid UTF-8 in strings
+// becomes U+FFFD, so the text is always valid JSON.
+std::string DumpJson(const Json& value, int indent = -1);
 
 }  // namespace attn::client

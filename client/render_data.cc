@@ -1,89 +1,96 @@
-// CSV and JSON: the same columns per case, for spreadsheets and scripts.
+// CSV and JSON: the same columns per case, for spreadsheets and scripts. Every value goes through
+// one JSON library (nlohmann-json); the CSV is written from the same values per RFC 4180.
 #include <cmath>
+#include <cstdlib>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "client/render.h"
 
 namespace attn::client {
 namespace {
 
-std::string Num(double v) {
-  if (!std::isfinite(v)) return "null";
-  return absl::StrFormat("%.6g", v);
+// Numbers with the 6 significant digits the tables use; integral values stay integers; NaN and
+// infinities (never sent, but possible in a file) become null.
+Json Number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  const double rounded = std::strtod(absl::StrFormat("%.6g", v).c_str(), nullptr);
+  if (rounded == std::trunc(rounded) && std::fabs(rounded) < 1e15) {
+    return static_cast<int64_t>(rounded);
+  }
+  return rounded;
 }
 
-std::string Bool(bool b) { return b ? "true" : "false"; }
+// One CSV field (RFC 4180): strings quoted with '"' doubled (commas, quotes and line breaks
+// stay inside the quotes), null empty, numbers and booleans as JSON writes them.
+std::string CsvField(const Json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) {
+    return absl::StrCat("\"", absl::StrReplaceAll(v.get<std::string>(), {{"\"", "\"\""}}), "\"");
+  }
+  return DumpJson(v);
+}
 
 }  // namespace
 
-std::string JsonQuote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
+std::string DumpJson(const Json& value, int indent) {
+  // Invalid UTF-8 (a server's message, a peer name) becomes U+FFFD: the document stays valid.
+  return value.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
-std::vector<std::pair<std::string, std::string>> CaseColumns(const CaseRecord& record) {
+std::vector<std::pair<std::string, Json>> CaseColumns(const CaseRecord& record) {
   const v1::CaseResult& r = record.result;
   const v1::BenchmarkCase& c = r.case_();
   const v1::Shape& s = c.shape();
   const v1::LatencyStats& st = r.stats();
-  std::vector<std::pair<std::string, std::string>> columns = {
-      {"index", absl::StrCat(r.index())},
-      {"section", JsonQuote(c.section())},
-      {"requested_backend", JsonQuote(c.backend().empty() ? "auto" : c.backend())},
-      {"backend", JsonQuote(r.backend())},
-      {"dtype", JsonQuote(DTypeLabel(c.dtype()))},
-      {"B", absl::StrCat(s.batch())},
-      {"T", absl::StrCat(s.q_len())},
-      {"S", absl::StrCat(KvLen(s))},
-      {"N", absl::StrCat(s.num_heads())},
-      {"K", absl::StrCat(KvHeads(s))},
-      {"H", absl::StrCat(s.head_dim())},
-      {"causal", Bool(c.causal())},
-      {"status", JsonQuote(r.status())},
-      {"message", JsonQuote(r.message())},
-      {"repeats", absl::StrCat(st.count())},
-      {"min_ms", Num(st.min_ms())},
-      {"median_ms", Num(st.median_ms())},
-      {"mean_ms", Num(st.mean_ms())},
-      {"p10_ms", Num(st.p10_ms())},
-      {"p90_ms", Num(st.p90_ms())},
-      {"p99_ms", Num(st.p99_ms())},
-      {"stddev_ms", Num(st.stddev_ms())},
-      {"budget_cut", Bool(r.budget_cut())},
-      {"tflops", Num(r.tflops())},
-      {"gbps", Num(r.gbps())},
-      {"workspace_bytes", absl::StrCat(r.workspace_bytes())},
-      {"peak_arena_bytes", absl::StrCat(r.peak_arena_bytes())},
-      {"timing", JsonQuote(r.timing())},
-      {"input_sets", absl::StrCat(r.input_sets())},
-      {"max_abs_error", Num(r.max_abs_error())},
-      {"rel_l2_error", Num(r.rel_l2_error())},
-      {"numerics", JsonQuote(r.numerics())},
-      {"causal_first_diff", Num(r.causal_first_diff())},
-      {"causal_last_diff", Num(r.causal_last_diff())},
-      {"device", absl::StrCat(r.device())},
-      {"device_name", JsonQuote(r.device_name())},
-      {"hostname", JsonQuote(r.hostname())},
-      {"replica", JsonQuote(record.replica)},
+  std::vector<std::pair<std::string, Json>> columns = {
+      {"index", r.index()},
+      {"section", c.section()},
+      {"requested_backend", c.backend().empty() ? "auto" : c.backend()},
+      {"backend", r.backend()},
+      {"dtype", DTypeLabel(c.dtype())},
+      {"B", s.batch()},
+      {"T", s.q_len()},
+      {"S", KvLen(s)},
+      {"N", s.num_heads()},
+      {"K", KvHeads(s)},
+      {"H", s.head_dim()},
+      {"causal", c.causal()},
+      {"status", StatusName(r)},
+      {"message", r.message()},
+      {"seed", r.seed()},
+      {"repeats", st.count()},
+      {"min_ms", Number(st.min_ms())},
+      {"median_ms", Number(st.median_ms())},
+      {"mean_ms", Number(st.mean_ms())},
+      {"p10_ms", Number(st.p10_ms())},
+      {"p90_ms", Number(st.p90_ms())},
+      {"p99_ms", Number(st.p99_ms())},
+      {"stddev_ms", Number(st.stddev_ms())},
+      {"budget_cut", r.budget_cut()},
+      {"tflops", Number(r.tflops())},
+      {"gbps", Number(r.gbps())},
+      {"workspace_bytes", r.workspace_bytes()},
+      {"peak_arena_bytes", r.peak_arena_bytes()},
+      {"timing", r.timing()},
+      {"input_sets", r.input_sets()},
+      {"max_abs_error", Number(r.max_abs_error())},
+      {"rel_l2_error", Number(r.rel_l2_error())},
+      {"numerics", r.numerics()},
+      {"causal_first_diff", Number(r.causal_first_diff())},
+      {"causal_last_diff", Number(r.causal_last_diff())},
+      {"device", r.device()},
+      {"device_name", r.device_name()},
+      {"hostname", r.hostname()},
+      {"replica", record.replica},
   };
-  // cudnn_fp8 cases: the recipe state after the case's last call; empty (null) for the others.
+  // FP8 cases: the recipe state after the case's last call; null for the others.
   const bool fp8 = r.has_fp8();
   const v1::Fp8Report& f = r.fp8();
-  auto fp8_num = [&](double v) { return fp8 ? Num(v) : std::string("null"); };
-  columns.push_back({"fp8_recipe", fp8 ? JsonQuote(f.recipe()) : "null"});
+  auto fp8_num = [&](double v) { return fp8 ? Number(v) : Json(nullptr); };
+  columns.push_back({"fp8_recipe", fp8 ? Json(f.recipe()) : Json(nullptr)});
   const std::pair<const char*, const v1::Fp8Values*> groups[] = {
       {"fp8_scale_", &f.scales_used()}, {"fp8_amax_", &f.amaxes_seen()}, {"fp8_next_scale_", &f.next_scales()}};
   for (const auto& [prefix, values] : groups) {
@@ -92,7 +99,7 @@ std::vector<std::pair<std::string, std::string>> CaseColumns(const CaseRecord& r
       columns.push_back({absl::StrCat(prefix, tensor), fp8_num(v)});
     }
   }
-  columns.push_back({"fp8_calls_recorded", fp8 ? absl::StrCat(f.calls_recorded()) : "null"});
+  columns.push_back({"fp8_calls_recorded", fp8 ? Json(f.calls_recorded()) : Json(nullptr)});
   columns.push_back({"fp8_quantize_ms", fp8_num(f.quantize_ms())});
   columns.push_back({"fp8_max_diff_vs_cudnn", fp8_num(f.max_diff_vs_cudnn())});
   return columns;
@@ -100,32 +107,15 @@ std::vector<std::pair<std::string, std::string>> CaseColumns(const CaseRecord& r
 
 std::string RenderCsv(const Report& report) {
   std::string out;
-  const std::vector<std::pair<std::string, std::string>> header = CaseColumns(CaseRecord{});
+  const auto header = CaseColumns(CaseRecord{});
   for (size_t i = 0; i < header.size(); ++i) absl::StrAppend(&out, i ? "," : "", header[i].first);
-  out += "\n";
+  out += "\r\n";
   for (const auto& record : report.cases) {
     const auto columns = CaseColumns(record);
     for (size_t i = 0; i < columns.size(); ++i) {
-      // JSON's quoting is CSV's too for our values (no newlines: messages are one line); only
-      // a doubled '"' differs, so re-escape those.
-      std::string v = columns[i].second;
-      if (!v.empty() && v.front() == '"') {
-        std::string csv = "\"";
-        for (size_t j = 1; j + 1 < v.size(); ++j) {
-          if (v[j] == '\\' && j + 2 < v.size() && (v[j + 1] == '"' || v[j + 1] == '\\')) {
-            csv += v[j + 1] == '"' ? "\"\"" : "\\";
-            ++j;
-          } else {
-            csv += v[j];
-          }
-        }
-        v = csv + "\"";
-      } else if (v == "null") {
-        v = "";
-      }
-      absl::StrAppend(&out, i ? "," : "", v);
+      absl::StrAppend(&out, i ? "," : "", CsvField(columns[i].second));
     }
-    out += "\n";
+    out += "\r\n";
   }
   return out;
 }
@@ -134,40 +124,55 @@ std::string RenderJson(const Report& report) {
   const v1::ServerInfo& info = report.server;
   const v1::BenchmarkOptions& o = report.options;
   const Tally tally = Count(report.cases);
-  std::string devices;
+  Json devices = Json::array();
   for (const auto& d : info.devices()) {
-    absl::StrAppend(&devices, devices.empty() ? "" : ", ", "{\"index\": ", d.index(),
-                    ", \"kind\": ", JsonQuote(d.kind()), ", \"name\": ", JsonQuote(d.name()),
-                    ", \"compute_capability\": ", d.compute_capability(), "}");
+    devices.push_back({{"index", d.index()},
+                       {"kind", d.kind()},
+                       {"name", d.name()},
+                       {"compute_capability", d.compute_capability()}});
   }
-  std::string out = absl::StrCat(
-      "{\n  \"schema\": \"attn.bench.v1\",\n  \"command\": ", JsonQuote(report.command),
-      ",\n  \"target\": ", JsonQuote(report.target), ",\n  \"created\": ", JsonQuote(report.created),
-      ",\n  \"wall_seconds\": ", Num(report.wall_seconds),
-      ",\n  \"server\": {\"version\": ", JsonQuote(info.version()),
-      ", \"hostname\": ", JsonQuote(info.hostname()),
-      ", \"cuda_runtime_version\": ", info.cuda_runtime_version(),
-      ", \"cuda_driver_version\": ", info.cuda_driver_version(),
-      ", \"cudnn_version\": ", JsonQuote(info.cudnn_version()),
-      ", \"cpu_fallback\": ", Bool(info.cpu_fallback()), ", \"devices\": [", devices, "]}",
-      ",\n  \"options\": {\"warmup\": ", o.has_warmup() ? absl::StrCat(o.warmup()) : "null",
-      ", \"repeats\": ", o.has_repeats() ? absl::StrCat(o.repeats()) : "null",
-      ", \"case_budget_seconds\": ", o.has_case_budget_seconds() ? Num(o.case_budget_seconds()) : "null",
-      ", \"seed\": ", o.seed(), ", \"cuda_graph\": ", Bool(o.cuda_graph()),
-      ", \"check_numerics\": ", Bool(o.check_numerics()), "}",
-      ",\n  \"summary\": {\"cases\": ", report.cases.size(), ", \"ok\": ", tally.ok,
-      ", \"unsupported\": ", tally.unsupported, ", \"failed\": ", tally.failed, "}",
-      ",\n  \"cases\": [");
-  for (size_t j = 0; j < report.cases.size(); ++j) {
-    out += j ? ",\n    {" : "\n    {";
-    const auto columns = CaseColumns(report.cases[j]);
-    for (size_t i = 0; i < columns.size(); ++i) {
-      absl::StrAppend(&out, i ? ", " : "", "\"", columns[i].first, "\": ", columns[i].second);
-    }
-    out += "}";
+  // Each backend's capabilities once (the verdicts repeat them per device and dtype).
+  Json backends = Json::array();
+  std::set<std::string> seen;
+  for (const auto& v : info.backends()) {
+    if (!seen.insert(v.backend()).second) continue;
+    backends.push_back({{"name", v.backend()},
+                        {"takes_fp8_recipe", v.takes_fp8_recipe()},
+                        {"full_precision_peer", v.full_precision_peer()}});
   }
-  out += report.cases.empty() ? "]\n}\n" : "\n  ]\n}\n";
-  return out;
+  Json doc;
+  doc["schema"] = "attn.bench.v1";
+  doc["command"] = report.command;
+  doc["target"] = report.target;
+  doc["created"] = report.created;
+  doc["wall_seconds"] = Number(report.wall_seconds);
+  doc["server"] = {{"version", info.version()},
+                   {"hostname", info.hostname()},
+                   {"cuda_runtime_version", info.cuda_runtime_version()},
+                   {"cuda_driver_version", info.cuda_driver_version()},
+                   {"cudnn_version", info.cudnn_version()},
+                   {"cpu_fallback", info.cpu_fallback()},
+                   {"devices", devices},
+                   {"backends", backends}};
+  doc["options"] = {
+      {"warmup", o.has_warmup() ? Json(o.warmup()) : Json(nullptr)},
+      {"repeats", o.has_repeats() ? Json(o.repeats()) : Json(nullptr)},
+      {"case_budget_seconds", o.has_case_budget_seconds() ? Number(o.case_budget_seconds()) : Json(nullptr)},
+      {"seed", o.seed()},
+      {"cuda_graph", o.cuda_graph()},
+      {"check_numerics", o.check_numerics()}};
+  doc["summary"] = {{"cases", report.cases.size()},
+                    {"ok", tally.ok},
+                    {"unsupported", tally.unsupported},
+                    {"failed", tally.failed}};
+  Json cases = Json::array();
+  for (const auto& record : report.cases) {
+    Json row = Json::object();
+    for (auto& [name, value] : CaseColumns(record)) row[name] = std::move(value);
+    cases.push_back(std::move(row));
+  }
+  doc["cases"] = std::move(cases);
+  return DumpJson(doc, 2) + "\n";
 }
 
 }  // namespace attn::client

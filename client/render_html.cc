@@ -9,7 +9,7 @@
 namespace attn::client {
 namespace {
 
-bool IsOk(const CaseRecord& c) { return c.result.status() == "OK"; }
+bool IsOk(const CaseRecord& c) { return client::IsOk(c.result); }
 
 std::string Table(const std::vector<std::string>& headers,
                   const std::vector<std::vector<std::string>>& rows,
@@ -33,7 +33,7 @@ std::string Table(const std::vector<std::string>& headers,
 
 std::string Median(const CaseRecord& c) {
   if (IsOk(c)) return FormatMs(c.result.stats().median_ms()) + (c.result.budget_cut() ? "*" : "");
-  return c.result.status() == "FAILED_PRECONDITION" ? "n/a" : c.result.status();
+  return IsUnsupported(c.result) ? "n/a" : StatusName(c.result);
 }
 
 std::string Why(const std::vector<const CaseRecord*>& cases) {
@@ -131,7 +131,7 @@ std::string Correctness(const Report& report) {
 std::string Fp8(const Report& report) {
   std::vector<const CaseRecord*> fp8;
   for (const auto& c : report.cases) {
-    if (c.result.case_().backend() == "cudnn_fp8") fp8.push_back(&c);
+    if (TakesFp8Recipe(report.server, c.result.case_().backend())) fp8.push_back(&c);
   }
   if (fp8.empty()) return "";
   std::string out = "<section>\n<h2>FP8 vs bf16</h2>\n";
@@ -146,7 +146,7 @@ std::string Fp8(const Report& report) {
       const v1::BenchmarkCase& b = f->result.case_();
       if (a.section() == b.section() && a.shape().SerializeAsString() == b.shape().SerializeAsString() &&
           a.causal() == b.causal() &&
-          (a.backend() == "cudnn_fp8" || a.dtype() != v1::FLOAT32)) {
+          (TakesFp8Recipe(report.server, a.backend()) || a.dtype() != v1::FLOAT32)) {
         group.push_back(&c);
       }
     }
@@ -188,7 +188,7 @@ std::string AllCases(const Report& report) {
   for (const auto& c : report.cases) {
     const v1::CaseResult& r = c.result;
     rows.push_back({absl::StrCat(r.index()), r.case_().section(), SeriesLabel(r),
-                    ProblemLabel(r.case_()), r.status(), Median(c),
+                    ProblemLabel(r.case_()), StatusName(r), Median(c),
                     IsOk(c) ? FormatMs(r.stats().p10_ms()) : "", IsOk(c) ? FormatMs(r.stats().p90_ms()) : "",
                     IsOk(c) ? absl::StrFormat("%.2f", r.tflops()) : "",
                     IsOk(c) ? absl::StrCat(r.stats().count()) : "",

@@ -10,16 +10,16 @@
 namespace attn::client {
 namespace {
 
-bool IsOk(const CaseRecord& c) { return c.result.status() == "OK"; }
+bool IsOk(const CaseRecord& c) { return client::IsOk(c.result); }
 
 // A sweep cell: the median, "*" when the case budget cut its repeats; "n/a" unsupported.
 std::string Cell(const CaseRecord* c, std::vector<std::string>& notes, std::set<std::string>& seen,
                  const std::string& series) {
   if (c == nullptr) return "";
   if (IsOk(*c)) return FormatMs(c->result.stats().median_ms()) + (c->result.budget_cut() ? "*" : "");
-  const bool unsupported = c->result.status() == "FAILED_PRECONDITION";
-  const std::string note =
-      absl::StrCat("  ", unsupported ? "n/a" : c->result.status(), "  ", series, ": ", c->result.message());
+  const bool unsupported = IsUnsupported(c->result);
+  const std::string note = absl::StrCat("  ", unsupported ? "n/a" : StatusName(c->result), "  ",
+                                        series, ": ", c->result.message());
   if (seen.insert(note).second) notes.push_back(note);
   return unsupported ? "n/a" : "error";
 }
@@ -102,9 +102,11 @@ std::string Fp8Triple(const v1::Fp8Values& v) {
   return absl::StrFormat("q %.4g, k %.4g, v %.4g, s %.4g, o %.4g", v.q(), v.k(), v.v(), v.s(), v.o());
 }
 
-// The codelab's "FP8 attention with TransformerEngine" table for one cudnn_fp8 case of a list
-// section, beside the section's cudnn case of the same problem; or its "not available" table.
-TextTable Fp8Table(const CaseRecord& f, const SectionView& s, const std::string& gpu) {
+// The codelab's "FP8 attention with TransformerEngine" table for one FP8 case (cudnn_fp8) of a
+// list section, beside the section's case of the same problem on the FP8 backend's full-precision
+// peer (cudnn); or its "not available" table.
+TextTable Fp8Table(const CaseRecord& f, const SectionView& s, const std::string& gpu,
+                   const std::string& peer) {
   TextTable t;
   t.headers = {"", "Value"};
   const v1::CaseResult& r = f.result;
@@ -116,7 +118,7 @@ TextTable Fp8Table(const CaseRecord& f, const SectionView& s, const std::string&
   t.title = absl::StrCat("FP8 attention with cuDNN (TransformerEngine delayed scaling) — ", ProblemLabel(r.case_()));
   const CaseRecord* bf16 = nullptr;
   for (const CaseRecord* c : s.cases) {
-    if (IsOk(*c) && c->result.backend() == "cudnn" &&
+    if (IsOk(*c) && !peer.empty() && c->result.backend() == peer &&
         c->result.case_().shape().SerializeAsString() == r.case_().shape().SerializeAsString() &&
         c->result.case_().causal() == r.case_().causal()) {
       bf16 = c;
@@ -128,14 +130,14 @@ TextTable Fp8Table(const CaseRecord& f, const SectionView& s, const std::string&
             {"Input dtype", DTypeLabel(r.case_().dtype())},
             {"FP8 output dtype", DTypeLabel(r.case_().dtype()) + " (dequantised from E4M3)"},
             {"Output shape", QShape(r.case_().shape())},
-            {"Max |cudnn bf16 - cudnn_fp8|",
+            {absl::StrCat("Max |", peer, " bf16 - ", r.backend(), "|"),
              fp8.max_diff_vs_cudnn() >= 0 ? absl::StrFormat("%.2e", fp8.max_diff_vs_cudnn()) : "- (run with --check)"},
             {"FP8 median (ms)", absl::StrCat(FormatMs(ms), fp8.quantize_ms() >= 0
                                                                ? absl::StrCat(", of which quantise ", FormatMs(fp8.quantize_ms()))
                                                                : "")}};
   if (bf16 != nullptr) {
     const double b = bf16->result.stats().median_ms();
-    t.rows.push_back({"bf16 cudnn median (ms)", FormatMs(b)});
+    t.rows.push_back({absl::StrCat("bf16 ", peer, " median (ms)"), FormatMs(b)});
     t.rows.push_back({"FP8 speed-up over bf16", absl::StrFormat("%.2fx", b / ms)});
   }
   if (r.has_fp8()) {
@@ -185,11 +187,12 @@ std::string RenderTables(const Report& report) {
       }
     }
     for (const CaseRecord* c : s.cases) {
-      if (c->result.case_().backend() == "cudnn_fp8") {
+      const std::string& backend = c->result.case_().backend();
+      if (TakesFp8Recipe(report.server, backend)) {
         const std::string gpu = c->result.device_name().empty()
                                     ? (report.server.devices().empty() ? "-" : report.server.devices(0).name())
                                     : c->result.device_name();
-        out += Fp8Table(*c, s, gpu).Render() + "\n";
+        out += Fp8Table(*c, s, gpu, FullPrecisionPeer(report.server, backend)).Render() + "\n";
       }
     }
   }

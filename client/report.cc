@@ -7,14 +7,36 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "proto/status.h"
 
 namespace attn::client {
+
+absl::StatusCode StatusOf(const v1::CaseResult& r) { return CodeFromNumber(r.status()); }
+bool IsOk(const v1::CaseResult& r) { return StatusOf(r) == absl::StatusCode::kOk; }
+bool IsUnsupported(const v1::CaseResult& r) {
+  return StatusOf(r) == absl::StatusCode::kFailedPrecondition;
+}
+std::string StatusName(const v1::CaseResult& r) { return CodeName(StatusOf(r)); }
+
+bool TakesFp8Recipe(const v1::ServerInfo& info, const std::string& backend) {
+  for (const auto& v : info.backends()) {
+    if (v.backend() == backend && v.takes_fp8_recipe()) return true;
+  }
+  return false;
+}
+
+std::string FullPrecisionPeer(const v1::ServerInfo& info, const std::string& backend) {
+  for (const auto& v : info.backends()) {
+    if (v.backend() == backend) return v.full_precision_peer();
+  }
+  return "";
+}
 
 Tally Count(const std::vector<CaseRecord>& cases) {
   Tally t;
   for (const auto& c : cases) {
-    if (c.result.status() == "OK") ++t.ok;
-    else if (c.result.status() == "FAILED_PRECONDITION") ++t.unsupported;
+    if (IsOk(c.result)) ++t.ok;
+    else if (IsUnsupported(c.result)) ++t.unsupported;
     else ++t.failed;
   }
   return t;
@@ -168,7 +190,7 @@ std::vector<const CaseRecord*> DefaultShapeCases(const std::vector<CaseRecord>& 
   for (const auto& c : cases) {
     const v1::BenchmarkCase& bc = c.result.case_();
     const v1::Shape& s = bc.shape();
-    if (c.result.status() != "OK" || bc.causal() || s.batch() != 4 || s.q_len() != 128 ||
+    if (!IsOk(c.result) || bc.causal() || s.batch() != 4 || s.q_len() != 128 ||
         KvLen(s) != 128 || s.num_heads() != 8 || KvHeads(s) != 8 || s.head_dim() != 64) {
       continue;
     }

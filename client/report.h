@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "attention/v1/attention.pb.h"
 
 namespace attn::client {
@@ -29,8 +30,21 @@ struct Report {
   std::vector<CaseRecord> cases;  // in case index order
 };
 
-// Counts for the summary line and the exit code: unsupported is FAILED_PRECONDITION (the
-// backend cannot run the case on that device), failed is any other non-OK status.
+// A case's status as the server sent it (CaseResult.status, a google.rpc.Code number).
+absl::StatusCode StatusOf(const v1::CaseResult& r);
+bool IsOk(const v1::CaseResult& r);
+// FAILED_PRECONDITION: the backend cannot run the case on that device ("n/a" in tables).
+bool IsUnsupported(const v1::CaseResult& r);
+// "OK", "FAILED_PRECONDITION", ...: abseil's name of the code.
+std::string StatusName(const v1::CaseResult& r);
+
+// The server's backends that quantise to FP8 under the job's recipe (BackendVerdict capability).
+bool TakesFp8Recipe(const v1::ServerInfo& info, const std::string& backend);
+// The backend whose results an FP8 backend's are compared with; empty when none.
+std::string FullPrecisionPeer(const v1::ServerInfo& info, const std::string& backend);
+
+// Counts for the summary line and the exit code: unsupported (IsUnsupported), and failed:
+// any other non-OK status.
 struct Tally {
   int ok = 0, unsupported = 0, failed = 0;
 };

@@ -21,14 +21,4 @@ void ShapeToProto(const AttentionProblem& p, v1::Shape* s) {
   s->set_head_dim(p.head_dim);
 }
 
-v1::BenchmarkCase CaseToProto(const BenchCase& c) {
-  v1::BenchmarkCase out;
-  out.set_section(c.section);
-  ShapeToProto(c.problem, out.mutable_shape());
-  out.set_dtype(DTypeToProto(c.problem.dtype));
-  out.set_causal(c.problem.causal);
-  out.set_backend(c.backend);
-  return out;
-}
-
 }  // namespace attn

@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 root=$PWD
 scripts/deps.sh --test
 
+# .clang-format is enforced: every tracked C++/CUDA source as clang-format writes it.
+scripts/format.sh --check
+
 build=${ATTN_BUILD_DIR:-build-test}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON \
   -DCMAKE_CUDA_ARCHITECTURES="${ATTN_CUDA_ARCHITECTURES:-90a}" >"$build.configure.log" 2>&1 \

@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -14,23 +16,9 @@ namespace {
 
 std::atomic<bool> json_format{false};
 
+// A JSON string literal; invalid UTF-8 becomes U+FFFD, so a line is always valid JSON.
 std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (const unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // Text values with spaces or quotes are quoted so a line splits back into its fields.
@@ -62,12 +50,13 @@ void Log(spdlog::level::level_enum level, const std::string& message, const LogF
   if (!spdlog::should_log(level)) return;
   std::string line;
   if (json_format) {
-    line = absl::StrCat("{\"time\":",
-                        JsonString(absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone())),
-                        ",\"level\":", JsonString([&] { const auto sv = spdlog::level::to_string_view(level); return std::string(sv.data(), sv.size()); }()),
-                        ",\"msg\":", JsonString(message));
-    for (const auto& [k, v] : fields) absl::StrAppend(&line, ",", JsonString(k), ":", JsonString(v));
-    line += "}";
+    const auto level_name = spdlog::level::to_string_view(level);
+    nlohmann::ordered_json doc = {
+        {"time", absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone())},
+        {"level", std::string(level_name.data(), level_name.size())},
+        {"msg", message}};
+    for (const auto& [k, v] : fields) doc[k] = v;
+    line = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } else {
     line = message;
     for (const auto& [k, v] : fields) absl::StrAppend(&line, " ", k, "=", TextValue(v));

@@ -213,7 +213,7 @@ Metrics::~Metrics() {
   }
 }
 
-void Metrics::Request(const std::string& rpc, const char* code, double seconds) {
+void Metrics::Request(const std::string& rpc, const std::string& code, double seconds) {
   request_seconds_->Add({{"rpc", rpc}, {"code", code}}, SecondsBuckets()).Observe(seconds);
   requests_->Add({{"rpc", rpc}, {"code", code}}).Increment();
 }
@@ -230,14 +230,14 @@ void Metrics::DeviceTime(const std::string& backend, const std::string& dtype, b
       .Observe(seconds);
 }
 
-void Metrics::BenchmarkCase(const std::string& backend, const char* status) {
+void Metrics::BenchmarkCase(const std::string& backend, const std::string& status) {
   cases_->Add({{"backend", backend.empty() ? "none" : backend}, {"status", status}}).Increment();
 }
 
 void Metrics::Refusal(const std::string& reason) { refusals_->Add({{"reason", reason}}).Increment(); }
 
 void Metrics::ParticipantRequest(const std::string& participant, const std::string& rpc,
-                                 const char* code) {
+                                 const std::string& code) {
   participant_requests_->Add({{"participant", participant}, {"rpc", rpc}, {"code", code}}).Increment();
 }
 

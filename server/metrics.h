@@ -59,14 +59,15 @@ class Metrics {
   // thread of its own. Returns the bound port.
   absl::StatusOr<int> Expose(const std::string& address);
 
-  void Request(const std::string& rpc, const char* code, double seconds);
+  void Request(const std::string& rpc, const std::string& code, double seconds);
   void QueueWait(int device, double seconds);
   void DeviceTime(const std::string& backend, const std::string& dtype, bool causal, double seconds);
-  void BenchmarkCase(const std::string& backend, const char* status);
+  void BenchmarkCase(const std::string& backend, const std::string& status);
   void Refusal(const std::string& reason);
   // Per participant (tokens only): the participant's requests and the seconds its tasks held
   // a device worker.
-  void ParticipantRequest(const std::string& participant, const std::string& rpc, const char* code);
+  void ParticipantRequest(const std::string& participant, const std::string& rpc,
+                          const std::string& code);
   void ParticipantDeviceSeconds(const std::string& participant, double seconds);
 
   std::atomic<int> inflight{0};

@@ -251,8 +251,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   DeviceContextOptions context_options;
   context_options.arena_bytes = options.arena_bytes / options.workers_per_device;
-  // Staging for request tensors: one request's inputs at most.
-  context_options.pinned_host_bytes = std::min<int64_t>(options.limits.max_request_bytes, int64_t{256} << 20);
   const int count = use_cpu ? 1 : static_cast<int>(ordinals.size());
   for (int d = 0; d < count; ++d) {
     std::vector<std::unique_ptr<DeviceContext>> contexts;

@@ -10,8 +10,8 @@
 #include "attn/registry.h"
 #include "attn/timing.h"
 #include "proto/convert.h"
+#include "proto/status.h"
 #include "server/log.h"
-#include "server/status_map.h"
 
 namespace attn::server {
 namespace v1 = attention::v1;
@@ -58,7 +58,9 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     options_ = *options;
     auto cases = BenchCasesFromRequest(request, device_->info(), service_->config_.limits);
     if (!cases.ok()) return End(cases.status());
-    cases_ = *std::move(cases);
+    cases_ = std::move(cases->cases);
+    job_indices_ = std::move(cases->indices);
+    job_total_ = cases->job_total;
     call_->shape = request.job_case() == v1::RunBenchmarkRequest::kSuite
                        ? absl::StrCat("suite=", request.suite())
                        : absl::StrCat(cases_.size(), " cases");
@@ -178,14 +180,15 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     const int total = static_cast<int>(cases_.size());
     if (absl::Status s = call_->stop->Check(); !s.ok()) return End(Stopped(s, index, total));
     const BenchCase& c = cases_[index];
+    const int job_index = job_indices_[index];
     v1::RunBenchmarkEvent started;
-    started.mutable_case_started()->set_index(static_cast<int>(index));
-    started.mutable_case_started()->set_total(total);
+    started.mutable_case_started()->set_index(job_index);
+    started.mutable_case_started()->set_total(job_total_);
     *started.mutable_case_started()->mutable_case_() = CaseToProto(c);
     Send(std::move(started));
 
     BenchOptions options = options_;
-    options.seed = options_.seed + 3 * 64 * index;  // the seeds a whole-job RunBenchmark uses
+    options.seed = CaseSeed(options_.seed, job_index);  // the case's seed in the whole job
     options.run.max_piece_flops = piece_flops_[index];
     options.run.host_threads = service_->config_.host_threads;
     auto results = attn::RunBenchmark({c}, options, context, nullptr, call_->stop.get());
@@ -195,12 +198,12 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     call_->device_s += r.stats.mean * r.stats.count / 1e3;
     if (r.status.ok()) {
       ++ok_;
-    } else if (r.status.code() == absl::StatusCode::kFailedPrecondition) {
+    } else if (IsUnsupported(r.status)) {
       ++unsupported_;
     } else if (r.status.code() != absl::StatusCode::kCancelled) {
       ++failed_;
     }
-    Send(ResultEvent(r, static_cast<int>(index), total));
+    Send(ResultEvent(r, job_index, job_total_));
     if (absl::Status s = call_->stop->Check(); !s.ok()) return End(Stopped(s, index + 1, total));
     if (index + 1 < cases_.size()) {
       if (auto s = Queue(index + 1, true); !s.ok()) End(s);
@@ -224,8 +227,9 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     out->set_total(total);
     *out->mutable_case_() = CaseToProto(r.bench_case);
     out->set_backend(r.backend);
-    out->set_status(CodeName(r.status.code()));
+    out->set_status(CodeNumber(r.status.code()));
     out->set_message(std::string(r.status.message()));
+    out->set_seed(r.seed);
     v1::LatencyStats* st = out->mutable_stats();
     st->set_count(r.stats.count);
     st->set_min_ms(r.stats.min);
@@ -320,7 +324,9 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
   std::shared_ptr<BenchmarkJob> self_;
   DeviceWorkers* device_ = nullptr;
   BenchOptions options_;
-  std::vector<BenchCase> cases_;
+  std::vector<BenchCase> cases_;     // those this call runs, in order
+  std::vector<int> job_indices_;     // cases_[i] is the job's case job_indices_[i]
+  int job_total_ = 0;                // cases in the whole job
   std::vector<double> piece_flops_;  // per case
   int ok_ = 0, unsupported_ = 0, failed_ = 0;  // touched by one case task at a time
 
@@ -474,7 +480,7 @@ void AttentionService::Done(Call& call, const absl::Status& work_status) {
     live_.erase(call.stop.get());
   }
   const double total = Seconds(Clock::now() - call.accepted);
-  const char* code = CodeName(status.code());
+  const std::string code = CodeName(status.code());
   metrics_.Request(call.rpc, code, total);
   if (!call.refusal.empty()) metrics_.Refusal(call.refusal);
   if (call.identified) metrics_.ParticipantRequest(call.client, call.rpc, code);
@@ -604,6 +610,8 @@ grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerCo
         b->set_dtype(DTypeToProto(dtype));
         b->set_supported(v.support.ok());
         b->set_reason(std::string(v.support.message()));
+        b->set_takes_fp8_recipe(v.backend->takes_fp8_recipe());
+        b->set_full_precision_peer(v.backend->full_precision_peer());
       }
     }
   }
@@ -618,8 +626,16 @@ grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerCo
   limits->set_max_call_seconds(config_.admission.max_call_seconds);
   limits->set_max_job_seconds(config_.admission.max_job_seconds);
   limits->set_max_host_bytes(config_.admission.max_host_bytes);
-  info->add_suites("codelab");
-  info->add_suites("large");
+  for (const std::string& name : SuiteNames()) {
+    info->add_suites(name);
+    v1::Suite* suite = info->add_suite_cases();
+    suite->set_name(name);
+    // Every device of a server is of one kind (the GPUs, or the CPU fallback).
+    auto cases = ExpandSuite(name, devices_.empty() ? CpuDeviceInfo() : devices_.front()->info());
+    for (const BenchCase& c : cases.value_or(std::vector<BenchCase>{})) {
+      *suite->add_cases() = CaseToProto(c);
+    }
+  }
   Done(*call, absl::OkStatus());
   reactor->Finish(grpc::Status::OK);
   return reactor;

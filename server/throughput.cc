@@ -76,7 +76,6 @@ Throughputs Throughputs::Measure(DeviceContext& context) {
   if (const Backend* cpu = registry.Find("cpu"); cpu != nullptr) {
     DeviceContextOptions options;
     options.arena_bytes = int64_t{16} << 20;
-    options.pinned_host_bytes = 0;
     if (auto host = DeviceContext::CreateCpu(options); host.ok()) {
       const AttentionProblem p = HostCalibration();
       if (const double s = TimeCall(*cpu, p, **host); s > 0) {

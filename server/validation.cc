@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "attn/registry.h"
+#include "proto/convert.h"
 
 namespace attn::server {
 namespace v1 = attention::v1;
@@ -27,6 +28,16 @@ absl::Status CheckBytes(const std::string& bytes, int64_t elements, DType dtype,
 }
 
 }  // namespace
+
+v1::BenchmarkCase CaseToProto(const BenchCase& c) {
+  v1::BenchmarkCase out;
+  out.set_section(c.section);
+  ShapeToProto(c.problem, out.mutable_shape());
+  out.set_dtype(DTypeToProto(c.problem.dtype));
+  out.set_causal(c.problem.causal);
+  out.set_backend(c.backend);
+  return out;
+}
 
 absl::StatusOr<DType> DTypeFromProto(v1::DType dtype, const std::string& field) {
   switch (dtype) {
@@ -145,9 +156,9 @@ absl::StatusOr<BenchOptions> BenchOptionsFromProto(const v1::BenchmarkOptions& o
         "options.case_budget_seconds: must be in (0, %g], got %g", limits.max_case_budget_s,
         o.case_budget_seconds()));
   }
-  if (o.has_rotate_inputs() && (o.rotate_inputs() < 1 || o.rotate_inputs() > 64)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("options.rotate_inputs: must be in [1, 64], got %d", o.rotate_inputs()));
+  if (o.has_rotate_inputs() && (o.rotate_inputs() < 1 || o.rotate_inputs() > kMaxInputSets)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "options.rotate_inputs: must be in [1, %d], got %d", kMaxInputSets, o.rotate_inputs()));
   }
   if (o.has_warmup()) out.warmup = o.warmup();
   if (o.has_repeats()) out.repeats = o.repeats();
@@ -173,9 +184,9 @@ absl::StatusOr<BenchOptions> BenchOptionsFromProto(const v1::BenchmarkOptions& o
   return out;
 }
 
-absl::StatusOr<std::vector<BenchCase>> BenchCasesFromRequest(const v1::RunBenchmarkRequest& request,
-                                                             const DeviceInfo& device,
-                                                             const RequestLimits& limits) {
+absl::StatusOr<JobCases> BenchCasesFromRequest(const v1::RunBenchmarkRequest& request,
+                                               const DeviceInfo& device,
+                                               const RequestLimits& limits) {
   std::vector<BenchCase> cases;
   if (request.job_case() == v1::RunBenchmarkRequest::kSuite) {
     auto suite = ExpandSuite(request.suite(), device);
@@ -199,7 +210,29 @@ absl::StatusOr<std::vector<BenchCase>> BenchCasesFromRequest(const v1::RunBenchm
   } else {
     return absl::InvalidArgumentError("job: set either suite (a name) or cases (a list)");
   }
-  return cases;
+  JobCases out;
+  out.job_total = static_cast<int>(cases.size());
+  if (request.case_indices().empty()) {
+    for (int i = 0; i < out.job_total; ++i) out.indices.push_back(i);
+    out.cases = std::move(cases);
+    return out;
+  }
+  std::vector<bool> taken(cases.size(), false);
+  for (int i = 0; i < request.case_indices_size(); ++i) {
+    const int index = request.case_indices(i);
+    if (index < 0 || index >= out.job_total) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "case_indices[%d]: must be in [0, %d) (the job's cases), got %d", i, out.job_total, index));
+    }
+    if (taken[index]) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("case_indices[%d]: case %d is named twice", i, index));
+    }
+    taken[index] = true;
+    out.indices.push_back(index);
+    out.cases.push_back(cases[index]);
+  }
+  return out;
 }
 
 }  // namespace attn::server

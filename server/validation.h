@@ -40,10 +40,19 @@ absl::Status ValidateBackendName(const std::string& name, const std::string& fie
 absl::StatusOr<BenchOptions> BenchOptionsFromProto(const attention::v1::BenchmarkOptions& options,
                                                    const RequestLimits& limits);
 
-// The cases of a job: the named suite expanded for `device`, or the listed cases, each valid.
-absl::StatusOr<std::vector<BenchCase>> BenchCasesFromRequest(
-    const attention::v1::RunBenchmarkRequest& request, const DeviceInfo& device,
-    const RequestLimits& limits);
+// The cases a RunBenchmark call runs: of the job (the named suite expanded for `device`, or the
+// listed cases, each valid), those case_indices names (each once, in range), or all.
+struct JobCases {
+  std::vector<BenchCase> cases;
+  std::vector<int> indices;  // cases[i] is the job's case indices[i]
+  int job_total = 0;         // cases in the whole job
+};
+absl::StatusOr<JobCases> BenchCasesFromRequest(const attention::v1::RunBenchmarkRequest& request,
+                                               const DeviceInfo& device,
+                                               const RequestLimits& limits);
+
+// A job's case as the wire carries it (engine -> proto).
+attention::v1::BenchmarkCase CaseToProto(const BenchCase& bench_case);
 
 // proto -> engine dtype (proto/convert.h has the other way). DTYPE_UNSPECIFIED and unknown values are InvalidArgument on `field`.
 absl::StatusOr<DType> DTypeFromProto(attention::v1::DType dtype, const std::string& field);

@@ -37,25 +37,23 @@ void ArenaBlock::Release() {
   arena_ = nullptr;
 }
 
-absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(MemoryKind memory, int64_t bytes,
-                                                     bool page_locked) {
+absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(MemoryKind memory, int64_t bytes) {
   if (bytes < 0) {
     return absl::InvalidArgumentError(absl::StrFormat("arena_bytes: must be >= 0, got %d", bytes));
   }
   bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* base = nullptr;
   if (bytes > 0) {
-    absl::StatusOr<void*> raw = memory == MemoryKind::kDevice ? AllocateDeviceMemory(bytes)
-                                : page_locked                 ? AllocatePinnedHostMemory(bytes)
-                                                              : AllocateHostMemory(bytes);
+    absl::StatusOr<void*> raw =
+        memory == MemoryKind::kDevice ? AllocateDeviceMemory(bytes) : AllocateHostMemory(bytes);
     if (!raw.ok()) return raw.status();
     base = *raw;
   }
-  return std::unique_ptr<Arena>(new Arena(memory, page_locked, base, bytes));
+  return std::unique_ptr<Arena>(new Arena(memory, base, bytes));
 }
 
-Arena::Arena(MemoryKind memory, bool page_locked, void* base, int64_t capacity)
-    : memory_(memory), page_locked_(page_locked), base_(base), capacity_(capacity) {
+Arena::Arena(MemoryKind memory, void* base, int64_t capacity)
+    : memory_(memory), base_(base), capacity_(capacity) {
   if (capacity > 0) free_[0] = capacity;
 }
 
@@ -63,8 +61,6 @@ Arena::~Arena() {
   if (base_ == nullptr) return;
   if (memory_ == MemoryKind::kDevice) {
     FreeDeviceMemory(base_);
-  } else if (page_locked_) {
-    FreePinnedHostMemory(base_);
   } else {
     FreeHostMemory(base_);
   }

@@ -30,9 +30,6 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCpu(
   auto arena = Arena::Create(MemoryKind::kHost, options.arena_bytes);
   if (!arena.ok()) return arena.status();
   ctx->arena_ = *std::move(arena);
-  auto pinned = Arena::Create(MemoryKind::kHost, options.pinned_host_bytes);
-  if (!pinned.ok()) return pinned.status();
-  ctx->pinned_ = *std::move(pinned);
   return ctx;
 }
 

@@ -50,9 +50,7 @@ absl::Status DeviceContext::CopyToHost(void* dst, const void* src, int64_t bytes
 absl::StatusOr<void*> AllocateDeviceMemory(int64_t) {
   return absl::FailedPreconditionError(kNoCuda);
 }
-absl::StatusOr<void*> AllocatePinnedHostMemory(int64_t bytes) { return AllocateHostMemory(bytes); }
 void FreeDeviceMemory(void*) {}
-void FreePinnedHostMemory(void* p) { FreeHostMemory(p); }
 
 absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream, const std::function<absl::Status()>&,
                                                  int, int) {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "attn/backend.h"
 
 namespace attn {
 
@@ -129,12 +130,12 @@ absl::StatusOr<Fp8Snapshot> Fp8RecipeState::Read(DeviceContext& context) const {
 
 #if !ATTN_HAVE_CUDNN
 absl::Status RunAttentionE4M3(const AttentionProblem&, const Fp8AttentionTensors&, DeviceContext&) {
-  return absl::FailedPreconditionError("cudnn_fp8: not built into this engine (needs cuDNN)");
+  return Unsupported("cudnn_fp8: not built into this engine (needs cuDNN)");
 }
 
-absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem&, const void*, const void*,
-                                          const void*, DeviceContext&, int, bool) {
-  return absl::UnimplementedError("cudnn_fp8: not built into this engine (needs cuDNN)");
+absl::StatusOr<std::string> VisitFp8Steps(const AttentionProblem&, const void*, const void*,
+                                          const void*, DeviceContext&, const Fp8StepVisitor&) {
+  return Unsupported("cudnn_fp8: not built into this engine (needs cuDNN)");
 }
 #endif
 

@@ -13,10 +13,8 @@
 namespace attn {
 
 absl::StatusOr<void*> AllocateDeviceMemory(int64_t bytes);      // cudaMalloc on the current device
-absl::StatusOr<void*> AllocatePinnedHostMemory(int64_t bytes);  // cudaMallocHost
 absl::StatusOr<void*> AllocateHostMemory(int64_t bytes);        // aligned operator new
 void FreeDeviceMemory(void* p);
-void FreePinnedHostMemory(void* p);
 void FreeHostMemory(void* p);
 
 // Times `repeats` calls of `work` on `stream` with CUDA events, after `warmup` untimed ones.

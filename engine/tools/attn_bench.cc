@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
       // timed calls use delayed scales.
       attn::Fp8RecipeState fp8_state(*recipe);
       attn::RunOptions call_options = run_options;
-      const bool fp8 = (*backend)->name() == "cudnn_fp8";
+      const bool fp8 = (*backend)->takes_fp8_recipe();
       if (fp8) call_options.fp8_recipe = &fp8_state;
       const auto before = (*backend)->plan_cache_stats(context);
       auto times = attn::TimeOnDevice(

@@ -196,6 +196,21 @@ TEST_F(ClientE2E, BenchAxesWriteTheThreeFilesAndCountUnsupportedApart) {
   EXPECT_NE(html.find("</html>"), std::string::npos);
 }
 
+// What a backend cannot do (a head dim it has no kernel for, a dtype it does not take, no GPU
+// here) is unsupported: n/a in the table, exit 0.
+TEST_F(ClientE2E, WhatABackendCannotRunIsUnsupportedNotAFailure) {
+  for (const char* axes : {"--backends=fused --head-dims=80 --dtypes=bfloat16",
+                           "--backends=cudnn --dtypes=float32 --head-dims=64"}) {
+    ClientRun r = Client(Target() + " bench --seq-lens=16 --heads=2 --warmup=0 --repeats=1 " + axes);
+    EXPECT_EQ(r.rc, 0) << axes << ": " << r.err;
+    EXPECT_NE(r.out.find("n/a"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1 cases: 0 ok, 1 unsupported, 0 failed"), std::string::npos) << r.out;
+  }
+  ClientRun r = Client(Target() + " bench --seq-lens=16 --backends=flash9");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("--backends: the server has no backend 'flash9'"), std::string::npos) << r.err;
+}
+
 TEST_F(ClientE2E, OptionsTheServerRefusesExitTwoWithItsRule) {
   ClientRun r = Client(Target() + " bench --seq-lens=16 --heads=1 --head-dims=16 --backends=cpu --budget=120");
   EXPECT_EQ(r.rc, 2) << r.err;

@@ -12,8 +12,10 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_split.h"
+#include "attn/inputs.h"
 #include "client/render.h"
 #include "client/report.h"
+#include "proto/status.h"
 
 namespace attn::client {
 namespace {
@@ -41,7 +43,7 @@ CaseRecord Ok(const std::string& section, const v1::Shape& shape, v1::DType dtyp
   c->set_causal(causal);
   c->set_backend(backend);
   r.set_backend(backend == "auto" ? "cudnn" : backend);
-  r.set_status("OK");
+  r.set_status(CodeNumber(absl::StatusCode::kOk));
   v1::LatencyStats* st = r.mutable_stats();
   st->set_count(50);
   st->set_min_ms(ms * 0.95);
@@ -69,10 +71,10 @@ CaseRecord Ok(const std::string& section, const v1::Shape& shape, v1::DType dtyp
   return rec;
 }
 
-CaseRecord NotOk(CaseRecord rec, const std::string& status, const std::string& message) {
-  rec.result.set_status(status);
+CaseRecord NotOk(CaseRecord rec, absl::StatusCode status, const std::string& message) {
+  rec.result.set_status(CodeNumber(status));
   rec.result.set_message(message);
-  rec.result.set_backend(status == "FAILED_PRECONDITION" ? "" : rec.result.backend());
+  rec.result.set_backend(status == absl::StatusCode::kFailedPrecondition ? "" : rec.result.backend());
   rec.result.clear_stats();
   rec.result.set_tflops(0);
   rec.result.set_gbps(0);
@@ -96,6 +98,13 @@ Report Fixture() {
   d->set_kind("cuda");
   d->set_name("NVIDIA H200");
   d->set_compute_capability(90);
+  // The backends' capabilities, which the report asks instead of comparing names.
+  for (const char* name : {"cudnn", "fused", "naive", "cpu", "cudnn_fp8"}) {
+    v1::BackendVerdict* v = rep.server.add_backends();
+    v->set_backend(name);
+    v->set_takes_fp8_recipe(std::string(name) == "cudnn_fp8");
+    v->set_full_precision_peer(std::string(name) == "cudnn_fp8" ? "cudnn" : "");
+  }
   rep.options.set_warmup(10);
   rep.options.set_repeats(50);
   int i = 0;
@@ -103,7 +112,7 @@ Report Fixture() {
     const v1::Shape s = MakeShape(4, t, 8, 8, 64);
     rep.cases.push_back(Ok("sequence sweep", s, v1::FLOAT32, false, "naive", 0.01 * t, i++ % 2 ? b : a));
     CaseRecord c = Ok("sequence sweep", s, v1::BFLOAT16, false, "cudnn", 0.002 * t, i++ % 2 ? b : a);
-    if (t == 256) c = NotOk(c, "FAILED_PRECONDITION", "cudnn: needs a CUDA device");
+    if (t == 256) c = NotOk(c, absl::StatusCode::kFailedPrecondition, "cudnn: needs a CUDA device");
     rep.cases.push_back(c);
   }
   for (int64_t batch : {1, 2, 4}) {
@@ -138,11 +147,12 @@ Report Fixture() {
   f->set_quantize_ms(0.021);
   f->set_max_diff_vs_cudnn(3.9e-2);
   rep.cases.push_back(fp8);
-  rep.cases.push_back(NotOk(Ok("FP8 vs bf16", fp8_shape, v1::FLOAT32, true, "naive", 1, a), "RESOURCE_EXHAUSTED",
+  rep.cases.push_back(NotOk(Ok("FP8 vs bf16", fp8_shape, v1::FLOAT32, true, "naive", 1, a), absl::StatusCode::kResourceExhausted,
                             "arena: 8589934592 bytes needed but the arena holds only 4294967296"));
   for (size_t n = 0; n < rep.cases.size(); ++n) {
     rep.cases[n].result.set_index(static_cast<int>(n));
     rep.cases[n].result.set_total(static_cast<int>(rep.cases.size()));
+    rep.cases[n].result.set_seed(CaseSeed(0, static_cast<int64_t>(n)));
   }
   return rep;
 }
@@ -195,7 +205,7 @@ TEST(Render, TablesHaveTheCodelabsTitlesAndUnits) {
 TEST(Render, CsvHasOneRowPerCaseAndEveryRowTheHeadersWidth) {
   const Report rep = Fixture();
   const std::string csv = RenderCsv(rep);
-  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  std::vector<std::string> lines = absl::StrSplit(csv, "\r\n", absl::SkipEmpty());
   ASSERT_EQ(lines.size(), rep.cases.size() + 1);
   // No field of the fixture holds a comma inside quotes except messages; count outside quotes.
   auto fields = [](const std::string& line) {
@@ -230,12 +240,56 @@ TEST(Render, JsonParsesAndEachCaseCarriesItsStatisticsAndReplica) {
       EXPECT_TRUE(f.contains(key)) << "case " << i << " lacks " << key;
     }
     replicas.insert(f.at("replica").string_value());
-    if (rep.cases[i].result.status() == "OK") {
+    if (IsOk(rep.cases[i].result)) {
       EXPECT_DOUBLE_EQ(f.at("median_ms").number_value(), rep.cases[i].result.stats().median_ms());
     }
   }
   EXPECT_EQ(replicas.size(), 2u);
   EXPECT_EQ(doc.fields().at("summary").struct_value().fields().at("failed").number_value(), 1);
+}
+
+// A report with one case whose texts hold what CSV and JSON must quote: commas, quotes, line
+// breaks, control characters and bytes that are not UTF-8.
+Report Awkward() {
+  Report rep = Fixture();
+  rep.cases.resize(1);
+  rep.cases[0] = NotOk(rep.cases[0], absl::StatusCode::kInternal,
+                       "a, \"quoted\"\r\nsecond line\t\x01 and \xff\xfe not UTF-8");
+  rep.cases[0].replica = "ipv4:\xc3(bad)";
+  return rep;
+}
+
+TEST(Render, CsvQuotesPerRfc4180) {
+  const std::string csv = RenderCsv(Awkward());
+  // The quote doubled; the comma and the line break stay inside the quoted field.
+  EXPECT_NE(csv.find("\"a, \"\"quoted\"\"\r\nsecond line\t\x01 and \xff\xfe not UTF-8\""),
+            std::string::npos)
+      << csv;
+  // Two records, each ended by CRLF: the header and the case (whose message spans two lines).
+  EXPECT_EQ(csv.substr(csv.size() - 2), "\r\n");
+  std::vector<std::string> records;
+  bool quoted = false;
+  size_t start = 0;
+  for (size_t i = 0; i < csv.size(); ++i) {
+    if (csv[i] == '"') quoted = !quoted;
+    if (!quoted && csv.compare(i, 2, "\r\n") == 0) {
+      records.push_back(csv.substr(start, i - start));
+      start = i + 2;
+    }
+  }
+  EXPECT_EQ(records.size(), 2u);
+}
+
+TEST(Render, JsonStaysValidOnInvalidUtf8) {
+  const std::string json = RenderJson(Awkward());
+  google::protobuf::Struct doc;
+  auto status = google::protobuf::util::JsonStringToMessage(json, &doc);
+  ASSERT_TRUE(status.ok()) << status << "\n" << json;
+  const auto& c = doc.fields().at("cases").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(c.at("message").string_value(),
+            "a, \"quoted\"\r\nsecond line\t\x01 and \uFFFD\uFFFD not UTF-8");
+  EXPECT_EQ(c.at("replica").string_value(), "ipv4:\uFFFD(bad)");
+  EXPECT_EQ(c.at("status").string_value(), "INTERNAL");
 }
 
 TEST(Render, HtmlIsSelfContainedAndHasEveryChart) {

@@ -149,12 +149,15 @@ TEST(RunBenchmark, TimesCpuCasesAndReportsTheOthersWithReasons) {
     EXPECT_NEAR(r.tflops, AttentionFlops(r.bench_case.problem) / (r.stats.median * 1e9), 1e-12);
     EXPECT_GT(r.peak_arena_bytes, 0);
   }
-  // A name the engine does not have (a suite from a newer client), and GPU backends on the CPU.
-  EXPECT_EQ((*results)[2].status.message(), "flash3: not built into this engine");
-  if (BuiltWithCuda()) {
-    EXPECT_EQ((*results)[3].status.message(), "naive: needs a CUDA device");
-    EXPECT_EQ((*results)[4].status.message(), "fused: needs a CUDA device");
-  }
+  // A name the project never had is invalid; GPU backends on the CPU are unsupported, whether
+  // or not this build has them.
+  EXPECT_EQ((*results)[2].status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*results)[2].status.message().substr(0, 26), "backend: unknown 'flash3';");
+  EXPECT_TRUE(IsUnsupported((*results)[3].status)) << (*results)[3].status;
+  EXPECT_TRUE(IsUnsupported((*results)[4].status)) << (*results)[4].status;
+  EXPECT_EQ((*results)[3].status.message().substr(0, 26), "naive: needs a CUDA device");
+  EXPECT_EQ((*results)[4].status.message().substr(0, 26), "fused: needs a CUDA device");
+  for (size_t i = 0; i < results->size(); ++i) EXPECT_EQ((*results)[i].seed, CaseSeed(0, i));
 }
 
 TEST(RunBenchmark, BudgetCutsRepeatsAndSaysSo) {
@@ -294,7 +297,7 @@ TEST(RunBenchmarkGpu, MedianAgreesWithAPlainEventTimedLoop) {
   DeviceContext& gpu = *SharedGpuContext();
   const auto p = AttentionProblem::SelfAttention(4, 8192, 16, 128, DType::kBFloat16, true);
   const Backend* cudnn = BackendRegistry::Default().Find("cudnn");
-  if (cudnn == nullptr) GTEST_SKIP() << "built without cuDNN";
+  if (!ATTN_HAVE_CUDNN) GTEST_SKIP() << "built without cuDNN";
   if (auto s = cudnn->CheckSupport(p, gpu.info()); !s.ok()) GTEST_SKIP() << s.message();
   BenchOptions options;  // the defaults: 10 warm-ups, 50 repeats
   const std::vector<BenchCase> cases = {{"t", p, "cudnn"}};

@@ -181,7 +181,7 @@ TEST(CpuBackend, StridedViewsMatchPackedOnes) {
                      TensorView::Contiguous(out.data(), static_cast<int64_t>(out.size() * 4),
                                             p.dtype, MemoryKind::kHost, p.batch, p.q_len,
                                             p.num_heads, p.head_dim)};
-  auto ctx = DeviceContext::CreateCpu({int64_t{64} << 20, 0});
+  auto ctx = DeviceContext::CreateCpu({int64_t{64} << 20});
   ASSERT_TRUE(ctx.ok());
   const Backend* cpu = BackendRegistry::Default().Find("cpu");
   ASSERT_TRUE(RunAttention(*cpu, p, t, **ctx).ok());

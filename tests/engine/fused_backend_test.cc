@@ -19,7 +19,7 @@ const Backend* Fused() { return BackendRegistry::Default().Find("fused"); }
 
 #define ATTN_REQUIRE_FUSED()                                                        \
   do {                                                                              \
-    if (Fused() == nullptr) GTEST_SKIP() << "built without CUDA: no fused backend"; \
+    if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no fused backend"; \
   } while (0)
 
 // The tensor-core kernels this GPU can run for `dtype` and `head_dim`: mma.sync always, wgmma too
@@ -71,7 +71,7 @@ TEST(FusedSupport, TakesEveryDtypeAndTheCompiledHeadDimsOnly) {
     for (int64_t h : {8, 16, 80, 120, 160, 512}) {
       const auto p = AttentionProblem::SelfAttention(1, 16, 2, h, dtype);
       const absl::Status s = Fused()->CheckSupport(p, FakeGpu(9, 0));
-      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
       EXPECT_EQ(s.message(), "fused: head_dim " + std::to_string(h) +
                                  " is not compiled; supported: 32, 64, 96, 128, 256");
     }

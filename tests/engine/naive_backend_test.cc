@@ -14,7 +14,7 @@ const Backend* Naive() { return BackendRegistry::Default().Find("naive"); }
 
 #define ATTN_REQUIRE_NAIVE()                                                       \
   do {                                                                             \
-    if (Naive() == nullptr) GTEST_SKIP() << "built without CUDA: no naive backend"; \
+    if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no naive backend"; \
   } while (0)
 
 TEST(NaiveSupport, NeedsACudaDevice) {
@@ -42,7 +42,7 @@ TEST(NaiveSupport, HeadDimAboveCublasLimitIsRefused) {
   auto p = AttentionProblem::SelfAttention(1, 1, 4, int64_t{1} << 30, DType::kFloat32);
   ASSERT_TRUE(ValidateProblem(p).ok());
   const absl::Status s = Naive()->CheckSupport(p, FakeGpu(9, 0));
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.message(),
             "naive: num_heads * head_dim (leading dimension of q/out) = 4294967296 exceeds "
             "cuBLAS's int32 limit (2147483647)");

@@ -1,5 +1,6 @@
 #include "attn/registry.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace attn {
@@ -7,16 +8,33 @@ namespace {
 
 const AttentionProblem kProblem = AttentionProblem::SelfAttention(1, 16, 2, 32, DType::kFloat32);
 
-TEST(Registry, ListsTheBuiltInBackendsFastestFirst) {
+TEST(Registry, ListsEveryBackendOfTheProjectFastestFirst) {
   std::vector<std::string> names;
   for (const auto& b : BackendRegistry::Default().backends()) names.push_back(b->name());
-  if (ATTN_HAVE_CUDNN) {
-    EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "fused", "naive", "cpu", "cudnn_fp8"}));
-  } else if (BuiltWithCuda()) {
-    EXPECT_EQ(names, (std::vector<std::string>{"fused", "naive", "cpu"}));
-  } else {
-    EXPECT_EQ(names, (std::vector<std::string>{"cpu"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "fused", "naive", "cpu", "cudnn_fp8"}));
+}
+
+// A backend this build left out, or one this device cannot run, is unsupported (with the
+// reason), never an unknown name; a name the project never had is invalid.
+TEST(Registry, EveryBackendOnTheHostIsUnsupportedWithItsReasonButCpu) {
+  const BackendRegistry& registry = BackendRegistry::Default();
+  for (const char* name : {"cudnn", "fused", "naive", "cudnn_fp8"}) {
+    auto b = registry.Resolve(name, kProblem, CpuDeviceInfo());
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition) << name;
+    EXPECT_TRUE(IsUnsupported(b.status())) << name;
+    const std::string prefix = absl::StrCat(name, ": needs a CUDA device");
+    EXPECT_EQ(b.status().message().substr(0, prefix.size()), prefix) << b.status();
   }
+  EXPECT_TRUE(registry.Resolve("cpu", kProblem, CpuDeviceInfo()).ok());
+}
+
+TEST(Registry, UnsupportedMacroSaysWhichRuleFailed) {
+  const auto check = [](int64_t h) -> absl::Status {
+    ATTN_UNSUPPORTED_IF(h % 8 != 0, "demo: head_dim must be a multiple of 8; got %d", h);
+    return absl::OkStatus();
+  };
+  EXPECT_TRUE(check(64).ok());
+  EXPECT_EQ(check(20), absl::FailedPreconditionError("demo: head_dim must be a multiple of 8; got 20"));
 }
 
 TEST(Registry, AutoPicksCpuOnTheHost) {

@@ -90,7 +90,7 @@ TEST_F(TensorRules, RejectsMixedMemoryKinds) {
 }
 
 TEST_F(TensorRules, RunAttentionRefusesBeforeTouchingAnything) {
-  auto ctx = DeviceContext::CreateCpu({int64_t{1} << 20, 0});
+  auto ctx = DeviceContext::CreateCpu({int64_t{1} << 20});
   ASSERT_TRUE(ctx.ok());
   const Backend* cpu = BackendRegistry::Default().Find("cpu");
   std::vector<float> sentinel(buffers_[3]);
@@ -108,7 +108,7 @@ TEST_F(TensorRules, RunAttentionRefusesBeforeTouchingAnything) {
 }
 
 TEST_F(TensorRules, RunAttentionReportsAWorkspaceThatDoesNotFit) {
-  auto ctx = DeviceContext::CreateCpu({1024, 0});  // cpu needs (320 + 2*192) doubles = 5632 bytes
+  auto ctx = DeviceContext::CreateCpu({1024});  // cpu needs (320 + 2*192) doubles = 5632 bytes
   ASSERT_TRUE(ctx.ok());
   const Backend* cpu = BackendRegistry::Default().Find("cpu");
   const absl::Status s = RunAttention(*cpu, p_, Tensors(), **ctx);

@@ -61,7 +61,6 @@ DeviceContext& SharedCpuContext() {
   static DeviceContext* cpu = [] {
     DeviceContextOptions options;
     options.arena_bytes = int64_t{1} << 30;
-    options.pinned_host_bytes = 0;
     return DeviceContext::CreateCpu(options).value().release();
   }();
   return *cpu;

@@ -73,6 +73,9 @@ std::vector<std::string> BenchmarkCorpus() {
   s.mutable_options()->set_repeats(2);
   s.mutable_options()->set_check_numerics(true);
   out.push_back(s.SerializeAsString());
+  s.add_case_indices(3);  // one case of the suite, as attn-client sends it
+  s.add_case_indices(0);
+  out.push_back(s.SerializeAsString());
   v1::RunBenchmarkRequest c;
   auto* bc = c.mutable_cases()->add_cases();
   bc->set_section("fuzz");
@@ -178,8 +181,10 @@ void CheckBenchmark(const v1::RunBenchmarkRequest& r, const Throughputs& rates) 
     ASSERT_FALSE(cases.status().message().empty());
     return;
   }
-  ASSERT_LE(cases->size(), static_cast<size_t>(limits.max_cases));
-  for (const BenchCase& c : *cases) {
+  ASSERT_LE(cases->cases.size(), static_cast<size_t>(limits.max_cases));
+  ASSERT_EQ(cases->indices.size(), cases->cases.size());
+  for (int index : cases->indices) ASSERT_TRUE(index >= 0 && index < cases->job_total);
+  for (const BenchCase& c : cases->cases) {
     ASSERT_TRUE(ValidateProblem(c.problem).ok());
     auto b = BackendRegistry::Default().Resolve(c.backend, c.problem, CpuDeviceInfo());
     if (!b.ok()) continue;

@@ -16,6 +16,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "attention/v1/attention.grpc.pb.h"
+#include "attn/inputs.h"
 #include "attn/registry.h"
 #include "bench/normal_fill.h"
 #include "engine/test_util.h"
@@ -260,17 +261,123 @@ TEST_F(ServerTest, RunBenchmarkStreamsProgressResultsAndASummary) {
   EXPECT_EQ(events[0].started().total_cases(), 2);
   EXPECT_TRUE(events[1].has_case_started());
   const v1::CaseResult& r0 = events[2].result();
-  EXPECT_EQ(r0.status(), "OK");
+  EXPECT_EQ(r0.status(), grpc::OK);
+  EXPECT_EQ(r0.index(), 0);
+  EXPECT_EQ(r0.seed(), CaseSeed(0, 0));
   EXPECT_EQ(r0.stats().count(), 3);
   EXPECT_GT(r0.stats().median_ms(), 0);
   EXPECT_GE(r0.max_abs_error(), 0);
   EXPECT_EQ(r0.numerics(), "vs cpu float64 reference");
   EXPECT_FALSE(r0.has_fp8());  // the FP8 report is for cudnn_fp8 cases only
   const v1::CaseResult& r1 = events[4].result();
-  EXPECT_EQ(r1.status(), "FAILED_PRECONDITION");
-  EXPECT_NE(r1.message().find("naive"), std::string::npos) << r1.message();
+  EXPECT_EQ(r1.status(), grpc::FAILED_PRECONDITION);
+  EXPECT_EQ(r1.message(), "naive: needs a CUDA device");
+  EXPECT_EQ(r1.index(), 1);
+  EXPECT_EQ(r1.seed(), CaseSeed(0, 1));
   EXPECT_EQ(events[5].summary().ok(), 1);
   EXPECT_EQ(events[5].summary().unsupported(), 1);
+}
+
+// Unsupported is one code end to end: a backend this server cannot run (whatever the build) or
+// a dtype or head dim a backend lacks is FAILED_PRECONDITION with the rule; a backend name the
+// project never had is INVALID_ARGUMENT.
+TEST_F(ServerTest, UnsupportedBackendsAreFailedPreconditionAndUnknownNamesInvalid) {
+  v1::AttendRequest req;
+  *req.mutable_shape() = MakeShape(1, 16, 2, 80);
+  req.set_dtype(v1::FLOAT32);
+  req.mutable_generated()->set_seed(1);
+  for (const auto& [backend, message] : std::vector<std::pair<std::string, std::string>>{
+           {"cudnn", "cudnn: needs a CUDA device"},
+           {"cudnn_fp8", "cudnn_fp8: needs a CUDA device"},
+           {"fused", "fused: needs a CUDA device"}}) {
+    req.set_backend(backend);
+    grpc::ClientContext ctx;
+    v1::AttendResponse resp;
+    const grpc::Status s = stub_->Attend(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::FAILED_PRECONDITION) << backend;
+    EXPECT_EQ(s.error_message().substr(0, message.size()), message) << s.error_message();
+  }
+  req.set_backend("flash9");
+  grpc::ClientContext ctx;
+  v1::AttendResponse resp;
+  const grpc::Status s = stub_->Attend(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("unknown backend 'flash9'"), std::string::npos) << s.error_message();
+}
+
+// The server owns suites and seeds: ServerInfo lists each suite's cases, and a call that runs
+// some of a job's cases (case_indices) gives each the index and seed it has in the whole job, so
+// the results equal those of the whole job.
+TEST_F(ServerTest, CaseIndicesKeepTheJobsIndexAndSeed) {
+  grpc::ClientContext info_ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&info_ctx, v1::GetServerInfoRequest(), &info).ok());
+  ASSERT_EQ(info.suite_cases_size(), info.suites_size());
+  for (int i = 0; i < info.suites_size(); ++i) {
+    EXPECT_EQ(info.suite_cases(i).name(), info.suites(i));
+    EXPECT_GT(info.suite_cases(i).cases_size(), 0) << info.suites(i);
+  }
+  for (const auto& v : info.backends()) {
+    EXPECT_EQ(v.takes_fp8_recipe(), v.backend() == "cudnn_fp8") << v.backend();
+    EXPECT_EQ(v.full_precision_peer(), v.backend() == "cudnn_fp8" ? "cudnn" : "") << v.backend();
+  }
+
+  v1::RunBenchmarkRequest job;
+  for (int64_t t : {8, 16, 24}) {
+    auto* c = job.mutable_cases()->add_cases();
+    *c->mutable_shape() = MakeShape(1, t, 2, 16);
+    c->set_dtype(v1::FLOAT32);
+    c->set_backend("cpu");
+  }
+  job.mutable_options()->set_repeats(1);
+  job.mutable_options()->set_seed(5);
+  job.mutable_options()->set_check_numerics(true);
+  const auto results = [&](const v1::RunBenchmarkRequest& req) {
+    grpc::ClientContext ctx;
+    auto reader = stub_->RunBenchmark(&ctx, req);
+    std::vector<v1::CaseResult> out;
+    for (v1::RunBenchmarkEvent e; reader->Read(&e);) {
+      if (e.has_result()) out.push_back(e.result());
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return out;
+  };
+  const std::vector<v1::CaseResult> whole = results(job);
+  ASSERT_EQ(whole.size(), 3u);
+  v1::RunBenchmarkRequest part = job;
+  part.add_case_indices(2);
+  part.add_case_indices(0);
+  const std::vector<v1::CaseResult> some = results(part);
+  ASSERT_EQ(some.size(), 2u);
+  for (const auto& [got, want] : {std::pair{some[0], whole[2]}, std::pair{some[1], whole[0]}}) {
+    EXPECT_EQ(got.index(), want.index());
+    EXPECT_EQ(got.total(), 3);
+    EXPECT_EQ(got.seed(), want.seed());
+    EXPECT_EQ(got.seed(), CaseSeed(5, want.index()));
+    EXPECT_EQ(got.max_abs_error(), want.max_abs_error());  // the same inputs, the same output
+  }
+  // A suite's case alone: the case ServerInfo lists at that position, with the job's seed.
+  v1::RunBenchmarkRequest suite;
+  suite.set_suite("codelab");
+  suite.mutable_options()->set_repeats(1);
+  suite.mutable_options()->set_warmup(0);
+  suite.mutable_options()->set_seed(5);
+  suite.add_case_indices(1);
+  const std::vector<v1::CaseResult> one = results(suite);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].index(), 1);
+  EXPECT_EQ(one[0].total(), info.suite_cases(0).cases_size());
+  EXPECT_EQ(one[0].seed(), CaseSeed(5, 1));
+  EXPECT_EQ(one[0].case_().SerializeAsString(), info.suite_cases(0).cases(1).SerializeAsString());
+
+  part.add_case_indices(2);
+  grpc::ClientContext ctx;
+  auto reader = stub_->RunBenchmark(&ctx, part);
+  for (v1::RunBenchmarkEvent e; reader->Read(&e);) {
+  }
+  const grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "case_indices[2]: case 2 is named twice");
 }
 
 struct Rule {

@@ -41,6 +41,8 @@ def test_dataframe_has_the_clis_columns(results):
     assert (ok["median_ms"] > 0).all() and (ok["repeats"] == 3).all() and (ok["backend"] == "cpu").all()
     assert (ok["max_abs_error"] >= 0).all()  # checked: the numerics columns are filled
     assert df.loc[10, "message"] == "naive: needs a CUDA device"
+    # The server's per-case seed: the job's seed (0) plus 192 per case index.
+    assert list(df["seed"]) == [192 * i for i in range(11)]
     assert set(df["section"]) == {"sequence sweep", "batch sweep", "MHA/GQA/MQA", "correctness"}
 
 

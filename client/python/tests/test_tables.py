@@ -4,6 +4,8 @@ exactly what the CLI prints."""
 import csv
 import json
 
+import grpc
+
 import pytest
 
 import attn_client
@@ -74,7 +76,7 @@ def test_fp8_unsupported_on_the_gpu(golden):
     # and the FP8 table says why, as attn-client prints it.
     results = attn_client.Results.from_json(GOLDEN / "results.json")
     fp8 = next(r for r in results.cases if r.case.backend == "cudnn_fp8")
-    fp8.status, fp8.message, fp8.backend = "FAILED_PRECONDITION", "cudnn_fp8: needs compute capability >= 9.0", ""
+    fp8.status, fp8.message, fp8.backend = grpc.StatusCode.FAILED_PRECONDITION.value[0], "cudnn_fp8: needs compute capability >= 9.0", ""
     fp8.ClearField("fp8")
     table = results.table("fp8")
     assert table.title == "FP8 attention — not available on this GPU"

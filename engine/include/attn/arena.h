@@ -47,10 +47,8 @@ class Arena {
  public:
   static constexpr int64_t kAlignment = 256;  // cudaMalloc's alignment; enough for any vector load
 
-  // Allocates `bytes` of `memory` once: cudaMalloc for kDevice; for kHost, cudaMallocHost when
-  // `page_locked` (staging for asynchronous copies) and aligned new otherwise.
-  static absl::StatusOr<std::unique_ptr<Arena>> Create(MemoryKind memory, int64_t bytes,
-                                                       bool page_locked = false);
+  // Allocates `bytes` of `memory` once: cudaMalloc for kDevice, aligned new for kHost.
+  static absl::StatusOr<std::unique_ptr<Arena>> Create(MemoryKind memory, int64_t bytes);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -68,11 +66,10 @@ class Arena {
 
  private:
   friend class ArenaBlock;
-  Arena(MemoryKind memory, bool page_locked, void* base, int64_t capacity);
+  Arena(MemoryKind memory, void* base, int64_t capacity);
   void Free(int64_t offset, int64_t size);
 
   const MemoryKind memory_;
-  const bool page_locked_;
   void* const base_;
   const int64_t capacity_;
   mutable std::mutex mu_;

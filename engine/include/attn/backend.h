@@ -4,15 +4,35 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
 #include "attn/device.h"
 #include "attn/problem.h"
 #include "attn/stop.h"
 #include "attn/tensor.h"
 
 namespace attn {
+
+// "This backend cannot run this problem here" (dtype, head dim, architecture, library version,
+// no CUDA device): FailedPrecondition, one code for every backend's rule, end to end (clients
+// report it as unsupported). InvalidArgument is only for input that is wrong on every backend.
+[[nodiscard]] inline absl::Status Unsupported(std::string message) {
+  return absl::FailedPreconditionError(std::move(message));
+}
+inline bool IsUnsupported(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition;
+}
+
+// One support rule, read like documentation:
+//   ATTN_UNSUPPORTED_IF(p.head_dim % 8 != 0, "cudnn: head_dim must be a multiple of 8; got %d",
+//                       p.head_dim);
+#define ATTN_UNSUPPORTED_IF(cond, ...)                                            \
+  do {                                                                            \
+    if (cond) return ::attn::Unsupported(::absl::StrFormat(__VA_ARGS__));         \
+  } while (0)
 
 class Fp8RecipeState;  // attn/fp8.h
 
@@ -67,10 +87,10 @@ class Backend {
   // One line for listings: what it computes with.
   virtual std::string description() const = 0;
 
-  // OK when this backend can run `problem` on `device`. Otherwise FailedPrecondition (the device
-  // or build cannot) or InvalidArgument (the problem breaks one of this backend's limits) whose
-  // message names the rule, e.g. "naive: head_dim * num_heads = 2^33 exceeds cuBLAS's int32
-  // leading dimension". Assumes ValidateProblem(problem) is OK. Cheap: no allocation, no launch.
+  // OK when this backend can run `problem` on `device`; otherwise Unsupported (FailedPrecondition,
+  // through ATTN_UNSUPPORTED_IF) whose message names the rule, e.g. "naive: num_heads * head_dim
+  // (leading dimension of q/out) = 4294967296 exceeds cuBLAS's int32 limit (2147483647)".
+  // Assumes ValidateProblem(problem) is OK. Cheap: no allocation, no launch.
   [[nodiscard]] virtual absl::Status CheckSupport(const AttentionProblem& problem,
                                                   const DeviceInfo& device) const = 0;
 
@@ -85,8 +105,12 @@ class Backend {
   // Returns once the work is queued; errors from the launch itself are reported here.
   [[nodiscard]] virtual absl::Status Run(const RunArgs& args) const = 0;
 
-  // Capabilities. Takes RunOptions::fp8_recipe (delayed scaling state) into each call.
+  // Capabilities, which layers above ask instead of comparing names. Takes
+  // RunOptions::fp8_recipe (delayed scaling state) into each call:
   virtual bool takes_fp8_recipe() const { return false; }
+  // The backend with the same kernels at the input's precision, which this one's reduced-precision
+  // results are compared with ("cudnn" for cudnn_fp8); empty for full-precision backends.
+  virtual std::string full_precision_peer() const { return ""; }
   // Checks RunOptions::stop while a call runs, not only between pieces, so even one piece of it
   // stops promptly (the host backend, row by row).
   virtual bool checks_stop_while_running() const { return false; }

@@ -12,6 +12,7 @@
 #include "attn/backend.h"
 #include "attn/device.h"
 #include "attn/fp8.h"
+#include "attn/inputs.h"
 #include "attn/problem.h"
 #include "attn/stop.h"
 #include "attn/tensor.h"
@@ -31,6 +32,8 @@ struct BenchCase {
 // the GPU implementations. InvalidArgument for other names.
 absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name,
                                                    const DeviceInfo& device);
+// The names ExpandSuite takes: "codelab", "large".
+std::vector<std::string> SuiteNames();
 
 // Summary of per-repeat times in milliseconds.
 struct SampleStats {
@@ -46,7 +49,7 @@ struct BenchOptions {
   int warmup = 10;             // untimed calls first (plan builds happen here)
   int repeats = 50;            // timed calls at most
   double case_budget_s = 2.0;  // stop timing a case after this much device time (>= 1 repeat)
-  uint64_t seed = 0;           // inputs: NormalAt(seed, i), approximately normal(0, 1)
+  uint64_t seed = 0;           // the job's seed: case i's inputs come from CaseSeed(seed, i)
   RunOptions run;              // passed to every call (autotune)
   // Time replays of a CUDA graph of graph_calls calls (no launch gaps); eager calls otherwise
   // and on the CPU.
@@ -69,6 +72,7 @@ inline constexpr double kMaxNumericsFlops = 4e9;
 
 struct BenchResult {
   BenchCase bench_case;
+  uint64_t seed = 0;     // the case's inputs (CaseSeed of the job's seed and the case's index)
   std::string backend;   // the backend that ran (auto resolved); empty when none could
   absl::Status status;   // OK, or why the case did not run (unsupported: FailedPrecondition)
   SampleStats stats;     // per-call device time, ms
@@ -125,9 +129,24 @@ absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
                         const AttentionTensors& t, uint64_t seed, const StopToken* stop = nullptr);
 
 // InvalidArgument naming the field: warmup in [0, 10000], repeats in [1, 100000],
-// case_budget_s in (0, 3600], graph_calls in [1, 1000], rotate_inputs in [1, 64], and the
+// case_budget_s in (0, 3600], graph_calls in [1, 1000], rotate_inputs in [1, kMaxInputSets], the
 // fp8_recipe's own rules (ValidateDelayedScaling).
 absl::Status ValidateBenchOptions(const BenchOptions& options);
+
+// Median device times in ms of the cudnn_fp8 backend's steps (VisitFp8Steps), each launched
+// alone `repeats` times back to back after 3 warm-ups and event-timed. A whole call takes their
+// sum plus the gaps between launches. With quantize_only the other steps are not timed (left 0).
+// FailedPrecondition where cudnn_fp8 cannot run.
+struct Fp8StepTimes {
+  double quantize_ms = 0;
+  double attention_ms = 0;
+  double dequantize_ms = 0;
+  double update_ms = 0;
+  std::string plan;  // cuDNN's name of the sdpa_fp8 plan timed, e.g. "eng2_k24=32"
+};
+absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& problem, const void* q,
+                                          const void* k, const void* v, DeviceContext& context,
+                                          int repeats, bool quantize_only = false);
 
 // Called after each case with (index, total, result).
 using BenchProgress = std::function<void(size_t, size_t, const BenchResult&)>;

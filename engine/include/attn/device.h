@@ -68,17 +68,16 @@ class BackendState {
 };
 
 struct DeviceContextOptions {
-  int64_t arena_bytes = int64_t{1} << 30;        // device (or host, for the CPU) arena, made once
-  int64_t pinned_host_bytes = int64_t{64} << 20;  // page-locked staging for request tensors
+  int64_t arena_bytes = int64_t{1} << 30;  // device (or host, for the CPU) arena, made once
 };
 
-// Everything one device keeps alive between calls: its stream, cuBLAS handle, memory arena and
-// pinned host staging buffer. Created once at start-up; backends run on it. Not copyable. Calls
+// Everything one device keeps alive between calls: its stream, cuBLAS handle and memory arena.
+// Created once at start-up; backends run on it. Not copyable. Calls
 // on one context are serialised on its stream; use one context per worker for concurrency.
 class DeviceContext {
  public:
   // A context on CUDA device `ordinal`: sets the device, creates a non-blocking stream and a
-  // cuBLAS handle bound to it, allocates the arena and the pinned buffer. FailedPrecondition when
+  // cuBLAS handle bound to it, allocates the arena. FailedPrecondition when
   // the build has no CUDA or the device is absent; ResourceExhausted when the arena does not fit.
   static absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCuda(
       int ordinal, const DeviceContextOptions& options = {});
@@ -96,8 +95,6 @@ class DeviceContext {
     return info_.kind == DeviceKind::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
   }
   Arena& arena() { return *arena_; }
-  // Page-locked host memory of pinned_host_bytes (plain host memory on the CPU context).
-  Arena& pinned_host() { return *pinned_; }
   CudaStream stream() const { return stream_; }
   CublasHandle cublas() const { return cublas_; }
 
@@ -132,7 +129,6 @@ class DeviceContext {
 
   DeviceInfo info_;
   std::unique_ptr<Arena> arena_;
-  std::unique_ptr<Arena> pinned_;
   CudaStream stream_ = nullptr;
   CublasHandle cublas_ = nullptr;
   CUevent_st* marks_[2] = {nullptr, nullptr};  // cudaEvent_t, made with the stream

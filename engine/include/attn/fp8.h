@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -163,22 +164,21 @@ struct Fp8AttentionTensors {
 absl::Status RunAttentionE4M3(const AttentionProblem& problem, const Fp8AttentionTensors& tensors,
                               DeviceContext& context);
 
-// Median device times in ms of the cudnn_fp8 backend's steps, each launched alone `repeats`
-// times back to back and event-timed, on `problem`'s packed inputs at `q`, `k`, `v` with scales
-// from their amaxes: the quantise kernel (Q, K, V to E4M3 with their amaxes, the first step of
-// every call), cuDNN's sdpa_fp8 (the heuristic's plan), the dequantise of O into the caller's
-// dtype and the DelayedScaling update (default history length). A whole call takes their sum
-// plus the gaps between launches. With quantize_only the other steps are not timed (left 0).
-// Unimplemented without cuDNN in the build.
-struct Fp8StepTimes {
-  double quantize_ms = 0;
-  double attention_ms = 0;
-  double dequantize_ms = 0;
-  double update_ms = 0;
-  std::string plan;  // cuDNN's name of the sdpa_fp8 plan timed, e.g. "eng2_k24=32"
-};
-absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& problem, const void* q,
+// The cudnn_fp8 backend's call as separate steps, for the benchmark to time (TimeFp8Steps in
+// attn/bench.h): the quantise kernel (Q, K, V to E4M3 with their amaxes, the first step of every
+// call), cuDNN's sdpa_fp8 (the heuristic's plan), the dequantise of O into the caller's dtype and
+// the DelayedScaling update (default history length).
+enum class Fp8Step { kQuantize = 0, kAttention = 1, kDequantize = 2, kRecipeUpdate = 3 };
+inline constexpr int kNumFp8Steps = 4;
+// Called once per step, in order, with a function that enqueues that step alone on the context's
+// stream (as often as the visitor likes); an error stops the visit and is returned.
+using Fp8StepVisitor =
+    std::function<absl::Status(Fp8Step step, const std::function<absl::Status()>& launch)>;
+// Visits the steps on `problem`'s packed inputs at `q`, `k`, `v` with scales from their amaxes;
+// returns cuDNN's name of the sdpa_fp8 plan, e.g. "eng2_k24=32". FailedPrecondition where
+// cudnn_fp8 cannot run (no CUDA device, no cuDNN in the build).
+absl::StatusOr<std::string> VisitFp8Steps(const AttentionProblem& problem, const void* q,
                                           const void* k, const void* v, DeviceContext& context,
-                                          int repeats, bool quantize_only = false);
+                                          const Fp8StepVisitor& visit);
 
 }  // namespace attn

@@ -22,7 +22,9 @@ struct BackendVerdict {
 
 class BackendRegistry {
  public:
-  // Every backend compiled into this engine, fastest first (the order "auto" tries them in).
+  // Every backend of the project, fastest first (the order "auto" tries them in): cudnn, fused,
+  // naive, cpu, then cudnn_fp8, which auto never picks. Those this build left out are listed
+  // too, always unsupported with the reason (backends.h).
   static const BackendRegistry& Default();
 
   // Appends `backend`; later additions rank below earlier ones for "auto".
@@ -36,8 +38,9 @@ class BackendRegistry {
                                        const DeviceInfo& device) const;
 
   // `name` when it is known and supports the problem; for "auto", the first supporting backend.
-  // Errors: InvalidArgument for an unknown name (listing the known ones); the backend's own
-  // reason when a named backend cannot; FailedPrecondition listing every reason when none can.
+  // Errors: InvalidArgument for a name the project has never had (listing the known ones); the
+  // backend's own Unsupported reason when a named backend cannot, also one this build left out;
+  // Unsupported listing every reason when none can.
   absl::StatusOr<const Backend*> Resolve(absl::string_view name, const AttentionProblem& problem,
                                          const DeviceInfo& device) const;
 

@@ -10,6 +10,7 @@
 #include "attn/fp8.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
+#include "attn/reference.h"
 #include "bench/normal_fill.h"
 #include "platform.h"
 
@@ -20,14 +21,12 @@ namespace {
 // replay may hold the device (a replay cannot stop part-way).
 constexpr double kCheckEveryMs = 50;
 
-// The seed of input `tensor` (0 q, 1 k, 2 v) of input set `set` of a case.
-uint64_t InputSeed(uint64_t case_seed, int set, int tensor) { return case_seed + 3 * set + tensor; }
 
-// The float64 cpu backend on host copies of the case's inputs (exact values, float32 storage:
-// the only rounding is float64 -> float32 at the end, far below any backend's error).
-absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, DeviceContext& context,
-                          const RunOptions& options, std::vector<float>& want) {
-  const Backend* cpu = BackendRegistry::Default().Find("cpu");
+// The float64 reference (the cpu backend's) on host copies of the case's inputs (exact values,
+// float32 storage: the only rounding is float64 -> float32 at the end, far below any backend's
+// error).
+absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, const StopToken* stop,
+                          int threads, std::vector<float>& want) {
   AttentionProblem ref = p;
   ref.dtype = DType::kFloat32;
   std::vector<float> in[3];
@@ -41,18 +40,13 @@ absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, DeviceC
     }
   }
   want.assign(in[0].size(), 0.f);
-  DeviceContextOptions host_options;
-  host_options.arena_bytes = cpu->WorkspaceBytes(ref, context).value_or(0);
-  host_options.pinned_host_bytes = 0;
-  auto host_context = DeviceContext::CreateCpu(host_options);
-  if (!host_context.ok()) return host_context.status();
-  RunOptions run;
-  run.stop = options.stop;  // the cpu backend checks it row by row
-  run.host_threads = options.host_threads;
-  return RunAttention(*cpu, ref,
-                      PackedTensors(ref, MemoryKind::kHost, in[0].data(), in[1].data(),
-                                    in[2].data(), want.data()),
-                      **host_context, run);
+  auto scratch_bytes = ReferenceScratchBytes(ref);
+  if (!scratch_bytes.ok()) return scratch_bytes.status();
+  std::vector<double> scratch(static_cast<size_t>(*scratch_bytes) / sizeof(double));
+  return ReferenceAttention(ref,
+                            PackedTensors(ref, MemoryKind::kHost, in[0].data(), in[1].data(),
+                                          in[2].data(), want.data()),
+                            scratch.data(), stop, threads);  // checks the stop row by row
 }
 
 // The naive backend in true float32 on the GPU, on float32 copies of the case's inputs, for
@@ -63,7 +57,7 @@ absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed
                                    DeviceContext& context, const RunOptions& run,
                                    std::vector<float>& want) {
   const Backend* naive = BackendRegistry::Default().Find("naive");
-  if (naive == nullptr) return absl::FailedPreconditionError("the naive backend is not built in");
+  if (auto s = naive->CheckSupport(p, context.info()); !s.ok()) return s;
   AttentionProblem ref = p;
   ref.dtype = DType::kFloat32;
   auto buffers = AllocatePacked(ref, context);
@@ -153,12 +147,13 @@ void CausalEffect(const Backend& backend, const AttentionProblem& p, const Atten
   r.causal_last_diff = max_diff_at(p.q_len - 1);
 }
 
-// The codelab's "Max |TE bf16 - TE FP8 autocast|" row: the cudnn backend (bf16/fp16) on the
-// same inputs as an FP8 case, and the largest difference from the FP8 output `fp8_out`.
-void Fp8VersusCudnn(const AttentionProblem& p, const AttentionTensors& t,
+// The codelab's "Max |TE bf16 - TE FP8 autocast|" row: the FP8 backend's full-precision peer
+// (cudnn, in bf16/fp16) on the same inputs as an FP8 case, and the largest difference from the
+// FP8 output `fp8_out`.
+void Fp8VersusCudnn(const Backend& fp8, const AttentionProblem& p, const AttentionTensors& t,
                     const std::vector<uint8_t>& fp8_out, DeviceContext& context,
                     const RunOptions& run, BenchResult& r) {
-  const Backend* cudnn = BackendRegistry::Default().Find("cudnn");
+  const Backend* cudnn = BackendRegistry::Default().Find(fp8.full_precision_peer());
   if (cudnn == nullptr || !cudnn->CheckSupport(p, context.info()).ok()) return;
   const int64_t bytes = QueryElements(p) * DTypeSize(p.dtype);
   auto out = context.arena().Allocate(bytes);
@@ -197,11 +192,11 @@ void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t c
     return;
   }
   if (p.causal) CausalEffect(backend, p, t, got, context, run, r);
-  if (backend.takes_fp8_recipe()) Fp8VersusCudnn(p, t, got, context, run, r);
+  if (backend.takes_fp8_recipe()) Fp8VersusCudnn(backend, p, t, got, context, run, r);
   std::vector<float> want;
   const bool small = AttentionFlops(p) <= kMaxNumericsFlops;
   if (small) {
-    s = CpuReference(p, case_seed, context, run, want);
+    s = CpuReference(p, case_seed, run.stop, run.host_threads, want);
   } else if (context.info().kind == DeviceKind::kCuda) {
     RunOptions naive_run;
     naive_run.stop = run.stop;
@@ -232,13 +227,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
              const StopToken* stop, BenchResult& r) {
   const AttentionProblem& p = c.problem;
   if (r.status = ValidateProblem(p); !r.status.ok()) return;
-  const BackendRegistry& registry = BackendRegistry::Default();
-  if (c.backend != kAutoBackend && registry.Find(c.backend) == nullptr) {
-    r.status = absl::FailedPreconditionError(
-        absl::StrFormat("%s: not built into this engine", c.backend));
-    return;
-  }
-  auto backend = registry.Resolve(c.backend, p, context.info());
+  auto backend = BackendRegistry::Default().Resolve(c.backend, p, context.info());
   if (!backend.ok()) {
     r.status = backend.status();
     return;
@@ -385,14 +374,7 @@ absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType 
   if (context.info().kind == DeviceKind::kCuda) {
     return FillNormalOnStream(context.stream(), dst, count, dtype, seed);
   }
-  constexpr int64_t kElementsPerStopCheck = int64_t{1} << 20;  // a few ms on the host
-  for (int64_t i = 0; i < count; ++i) {
-    if (i % kElementsPerStopCheck == 0) {
-      if (auto s = CheckStop(stop); !s.ok()) return s;
-    }
-    StoreFromDouble(dst, dtype, i, NormalAt(seed, static_cast<uint64_t>(i)));
-  }
-  return absl::OkStatus();
+  return FillNormalHost(dst, count, dtype, seed, stop);
 }
 
 absl::StatusOr<PackedBuffers> AllocatePacked(const AttentionProblem& p, DeviceContext& context) {
@@ -414,7 +396,7 @@ absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
   const TensorView* inputs[3] = {&t.q, &t.k, &t.v};
   for (int i = 0; i < 3; ++i) {
     const int64_t count = inputs[i]->capacity_bytes / DTypeSize(p.dtype);
-    if (auto s = FillNormal(context, inputs[i]->data, count, p.dtype, seed + i, stop); !s.ok()) return s;
+    if (auto s = FillNormal(context, inputs[i]->data, count, p.dtype, InputSeed(seed, 0, i), stop); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -432,9 +414,9 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrFormat("case_budget_s: must be in (0, 3600], got %g", o.case_budget_s));
   }
-  if (o.rotate_inputs < 1 || o.rotate_inputs > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("rotate_inputs: must be in [1, 64], got %d", o.rotate_inputs));
+  if (o.rotate_inputs < 1 || o.rotate_inputs > kMaxInputSets) {
+    return absl::InvalidArgumentError(absl::StrFormat("rotate_inputs: must be in [1, %d], got %d",
+                                                      kMaxInputSets, o.rotate_inputs));
   }
   if (o.graph_calls < 1 || o.graph_calls > 1000) {
     return absl::InvalidArgumentError(
@@ -453,11 +435,11 @@ absl::StatusOr<std::vector<BenchResult>> RunBenchmark(const std::vector<BenchCas
   for (size_t i = 0; i < cases.size(); ++i) {
     BenchResult& r = results[i];
     r.bench_case = cases[i];
+    r.seed = CaseSeed(options.seed, static_cast<int64_t>(i));
     if (absl::Status s = CheckStop(stop); !s.ok()) {
       r.status = s;
     } else {
-      // Each case draws from its own streams: 3 tensors x up to 64 input sets.
-      RunCase(cases[i], options, options.seed + 3 * 64 * i, context, stop, r);
+      RunCase(cases[i], options, r.seed, context, stop, r);
     }
     if (progress) progress(i, cases.size(), r);
   }

@@ -1,5 +1,6 @@
 // The named benchmark suites: the codelab's tables, and a large one for datacenter GPUs.
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "attn/bench.h"
 
 namespace attn {
@@ -86,12 +87,14 @@ std::vector<BenchCase> Large() {
 
 }  // namespace
 
+std::vector<std::string> SuiteNames() { return {"codelab", "large"}; }
+
 absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name,
                                                    const DeviceInfo& device) {
   if (name == "codelab") return Codelab(device.kind == DeviceKind::kCuda);
   if (name == "large") return Large();
-  return absl::InvalidArgumentError(
-      absl::StrCat("suite: unknown '", name, "'; expected codelab or large"));
+  return absl::InvalidArgumentError(absl::StrCat("suite: unknown '", name, "'; expected ",
+                                                 absl::StrJoin(SuiteNames(), " or ")));
 }
 
 }  // namespace attn

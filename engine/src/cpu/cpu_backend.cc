@@ -1,154 +1,47 @@
-// `cpu`: the reference backend. Inputs are widened to double once per call (into the workspace),
-// every score, softmax and weighted sum accumulates in double, and the output is rounded once to
-// the problem's dtype. Rows (b, n, t) are spread over a thread pool: it also serves requests on
-// machines without a GPU.
-#include <algorithm>
-#include <atomic>
-#include <cmath>
-#include <cstdlib>
-#include <limits>
-#include <thread>
-#include <vector>
-
+// `cpu`: the reference backend, the float64 attention of attn/reference.h on the host (it also
+// serves requests on machines without a GPU).
 #include "absl/strings/str_format.h"
+#include "attn/reference.h"
 #include "backends.h"
-#include "cpu/thread_pool.h"
 
 namespace attn {
 namespace {
 
-// Worker threads: ATTN_CPU_THREADS when set to a positive integer, else one per hardware thread.
-int CpuThreads() {
-  if (const char* env = std::getenv("ATTN_CPU_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-// Rows handed to a thread at once: enough to amortise scheduling, few enough to balance causal.
-constexpr int64_t kRowsPerTask = 16;
-// With a stop token, keys scored between its checks: a few ms of one thread's work at H = 128,
-// so a stop takes effect quickly however long the rows are.
-constexpr int64_t kKeysPerStopCheck = 8192;
-
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() : pool_(CpuThreads()) {}
-
   std::string name() const override { return "cpu"; }
   std::string description() const override {
-    return absl::StrFormat("reference on the host: float64 accumulation, %d threads", pool_.size());
+    return absl::StrFormat("reference on the host: float64 accumulation, %d threads",
+                           ReferenceThreads());
   }
 
   bool checks_stop_while_running() const override { return true; }
 
   absl::Status CheckSupport(const AttentionProblem&, const DeviceInfo& device) const override {
-    if (device.kind != DeviceKind::kCpu) {
-      return absl::FailedPreconditionError(
-          "cpu: runs on the host only; pick a GPU backend for a CUDA device");
-    }
+    ATTN_UNSUPPORTED_IF(device.kind != DeviceKind::kCpu,
+                        "cpu: runs on the host only; pick a GPU backend for a CUDA device");
     return absl::OkStatus();
   }
 
   absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext&,
                                          const RunOptions& = {}) const override {
-    return Bytes(p);
-  }
-
-  static absl::StatusOr<int64_t> Bytes(const AttentionProblem& p) {
-    // Q, K and V widened to double, packed BTNH.
-    const int64_t elements = QueryElements(p) + 2 * KeyValueElements(p);
-    return CheckedMul(elements, static_cast<int64_t>(sizeof(double)), "cpu workspace bytes");
+    return ReferenceScratchBytes(p);
   }
 
   absl::Status Run(const RunArgs& args) const override {
     const AttentionProblem& p = args.problem;
-    const AttentionTensors& t = args.tensors;
-    if (t.out.memory != MemoryKind::kHost) {
+    if (args.tensors.out.memory != MemoryKind::kHost) {
       return absl::InvalidArgumentError("cpu: tensors must be in host memory");
     }
-    auto need = Bytes(p);
+    auto need = ReferenceScratchBytes(p);
     if (!need.ok()) return need.status();
     if (args.workspace_bytes < *need) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "cpu: workspace of %d bytes is smaller than the %d needed", args.workspace_bytes, *need));
     }
-    const int64_t B = p.batch, T = p.q_len, S = p.kv_len, N = p.num_heads, K = p.num_kv_heads,
-                  H = p.head_dim;
-    double* q = static_cast<double*>(args.workspace);
-    double* k = q + QueryElements(p);
-    double* v = k + KeyValueElements(p);
-    const int threads = args.options.host_threads;
-    Widen(t.q, q, threads);
-    Widen(t.k, k, threads);
-    Widen(t.v, v, threads);
-
-    const double scale = p.EffectiveScale();
-    const int64_t group = p.GroupSize();
-    const int64_t tasks_per_head = (T + kRowsPerTask - 1) / kRowsPerTask;
-    // Set by the first task that sees the stop; the others then return at their next check.
-    const StopToken* stop = args.options.stop;
-    std::atomic<bool> stopped{false};
-    const auto should_stop = [&] {
-      if (stop == nullptr) return false;
-      if (stopped.load(std::memory_order_relaxed)) return true;
-      if (stop->Check().ok()) return false;
-      stopped = true;
-      return true;
-    };
-    pool_.ParallelFor(B * N * tasks_per_head, [&](int64_t task) {
-      const int64_t bn = task / tasks_per_head;
-      const int64_t b = bn / N, n = bn % N, kh = n / group;
-      const int64_t t_begin = (task % tasks_per_head) * kRowsPerTask;
-      const int64_t t_end = std::min(T, t_begin + kRowsPerTask);
-      std::vector<double> scores(static_cast<size_t>(S));
-      std::vector<double> acc(static_cast<size_t>(H));
-      for (int64_t row = t_begin; row < t_end; ++row) {
-        if (should_stop()) return;
-        const double* qr = q + ((b * T + row) * N + n) * H;
-        // Top-left causal: query `row` sees keys 0..row.
-        const int64_t visible = p.causal ? std::min(S, row + 1) : S;
-        double max_score = -std::numeric_limits<double>::infinity();
-        for (int64_t s = 0; s < visible; ++s) {
-          if (s % kKeysPerStopCheck == kKeysPerStopCheck - 1 && should_stop()) return;
-          const double* kr = k + ((b * S + s) * K + kh) * H;
-          double dot = 0;
-          for (int64_t h = 0; h < H; ++h) dot += qr[h] * kr[h];
-          scores[s] = dot * scale;
-          max_score = std::max(max_score, scores[s]);
-        }
-        double sum = 0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t s = 0; s < visible; ++s) {
-          const double w = std::exp(scores[s] - max_score);
-          sum += w;
-          const double* vr = v + ((b * S + s) * K + kh) * H;
-          for (int64_t h = 0; h < H; ++h) acc[h] += w * vr[h];
-        }
-        const int64_t out_base = t.out.Offset(b, row, n);
-        for (int64_t h = 0; h < H; ++h) StoreFromDouble(t.out.data, p.dtype, out_base + h, acc[h] / sum);
-      }
-    }, threads);
-    if (stopped) return stop->Check();
-    return absl::OkStatus();
+    return ReferenceAttention(p, args.tensors, args.workspace, args.options.stop,
+                              args.options.host_threads);
   }
-
- private:
-  // Copies a strided view into packed BTNH doubles, one (b, l) slab per task.
-  void Widen(const TensorView& view, double* dst, int threads) const {
-    const int64_t L = view.shape[1], heads = view.shape[2], H = view.shape[3];
-    pool_.ParallelFor(view.shape[0] * L, [&](int64_t bl) {
-      const int64_t b = bl / L, l = bl % L;
-      for (int64_t hd = 0; hd < heads; ++hd) {
-        const int64_t src = view.Offset(b, l, hd);
-        double* out = dst + (bl * heads + hd) * H;
-        for (int64_t h = 0; h < H; ++h) out[h] = LoadAsDouble(view.data, view.dtype, src + h);
-      }
-    }, threads);
-  }
-
-  mutable ThreadPool pool_;
 };
 
 }  // namespace

@@ -86,9 +86,6 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCuda(
   auto arena = Arena::Create(MemoryKind::kDevice, options.arena_bytes);
   if (!arena.ok()) return arena.status();
   ctx->arena_ = *std::move(arena);
-  auto pinned = Arena::Create(MemoryKind::kHost, options.pinned_host_bytes, /*page_locked=*/true);
-  if (!pinned.ok()) return pinned.status();
-  ctx->pinned_ = *std::move(pinned);
   return ctx;
 }
 
@@ -96,7 +93,6 @@ DeviceContext::~DeviceContext() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   states_.clear();  // backend handles may reference the stream
   arena_.reset();  // before the stream goes, so no queued kernel outlives its memory
-  pinned_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   for (cudaEvent_t mark : marks_) {
     if (mark != nullptr) cudaEventDestroy(mark);
@@ -173,20 +169,7 @@ absl::StatusOr<void*> AllocateDeviceMemory(int64_t bytes) {
   return p;
 }
 
-absl::StatusOr<void*> AllocatePinnedHostMemory(int64_t bytes) {
-  void* p = nullptr;
-  const cudaError_t err = cudaMallocHost(&p, static_cast<size_t>(bytes));
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "cudaMallocHost of %d bytes failed (%s); lower the pinned host buffer size", bytes,
-        cudaGetErrorString(err)));
-  }
-  return p;
-}
-
 void FreeDeviceMemory(void* p) { cudaFree(p); }
-void FreePinnedHostMemory(void* p) { cudaFreeHost(p); }
 
 absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
                                                  const std::function<absl::Status()>& work,

@@ -13,57 +13,43 @@
 // Large calls run steps 1-3 in batch chunks (ChunksFor), each chunk's quantise and dequantise on a
 // second stream beside its neighbour's sdpa_fp8, so most of the memory-bound passes hide.
 // All scalars live in device memory, so nothing waits for the host and CUDA-graph replays run
-// the recipe as eager calls do. Graphs are cached per device by (B, T, S, N, K, H, causal, scale):
-// cuDNN sees packed E4M3 tensors only, whatever the caller's dtype and strides (heads-major
-// ones from the quantised path, (B, L, heads, H) ones from RunAttentionE4M3).
-#include <cudnn.h>
-#include <cudnn_frontend.h>
-
+// the recipe as eager calls do. Graphs are cached per device by the problem, autotune and the
+// E4M3 layout, in the cuDNN graph layer (cudnn/graph.h): cuDNN sees packed E4M3 tensors only,
+// whatever the caller's strides (heads-major ones from the quantised path, (B, L, heads, H) ones
+// from RunAttentionE4M3).
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <functional>
-#include <list>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "attn/bench.h"
 #include "attn/fp8.h"
-#include "attn/timing.h"
 #include "backends.h"
 #include "cuda/check.h"
+#include "cudnn/graph.h"
 #include "cudnn_fp8/fp8_kernels.h"
 
 namespace attn {
 namespace {
 
-namespace fe = cudnn_frontend;
+namespace fe = cudnn::fe;
+using cudnn::Plan;
 using fp8_internal::DeviceScalars;
 
-constexpr int64_t kPlanCacheCapacity = 256;
 // Tensor UIDs in the graph.
 constexpr int64_t kQ = 1, kK = 2, kV = 3, kO = 4, kDescaleQ = 5, kDescaleK = 6, kDescaleV = 7,
                   kDescaleS = 8, kScaleS = 9, kScaleO = 10, kAmaxS = 11, kAmaxO = 12;
 
-// Everything the graph depends on (dtype does not: cuDNN sees E4M3 only).
-struct PlanKey {
-  int64_t b, t, s, n, k, h;
-  bool causal;
-  double scale;
-  bool autotune;
-  bool heads_major;  // E4M3 tensors (B, heads, L, H) rather than (B, L, heads, H)
-  bool operator==(const PlanKey& o) const {
-    return b == o.b && t == o.t && s == o.s && n == o.n && k == o.k && h == o.h &&
-           causal == o.causal && scale == o.scale && autotune == o.autotune &&
-           heads_major == o.heads_major;
-  }
-};
-PlanKey KeyOf(const AttentionProblem& p, bool autotune, bool heads_major) {
-  return {p.batch, p.q_len, p.kv_len, p.num_heads, p.num_kv_heads, p.head_dim, p.causal,
-          p.EffectiveScale(), autotune, heads_major};
+// Everything the graph depends on: the problem, autotune and whether the E4M3 tensors are
+// (B, heads, L, H) rather than (B, L, heads, H).
+cudnn::PlanKey KeyOf(const AttentionProblem& p, bool autotune, bool heads_major) {
+  cudnn::PlanKey key = cudnn::KeyFields(p);
+  key.push_back(autotune);
+  key.push_back(heads_major);
+  return key;
 }
 
 // Whether the quantised path lays its E4M3 copies out heads-major, (B, N, T, H): cuDNN's FP8
@@ -108,185 +94,92 @@ AttentionProblem ChunkOf(const AttentionProblem& p, int chunks) {
   return c;
 }
 
-struct PlanKeyHash {
-  size_t operator()(const PlanKey& k) const {
-    size_t h = std::hash<double>()(k.scale);
-    for (int64_t v : {k.b, k.t, k.s, k.n, k.k, k.h, static_cast<int64_t>(k.causal),
-                      static_cast<int64_t>(k.autotune), static_cast<int64_t>(k.heads_major)}) {
-      h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    }
-    return h;
-  }
-};
-
-struct Plan {
-  std::shared_ptr<fe::graph::Graph> graph;
-  int64_t workspace_bytes = 0;
-  bool tuned = false;  // autotune plans: the fastest has been chosen on real buffers
-};
-
-absl::Status FeStatus(fe::error_t e, const char* what) {
-  if (e.is_good()) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrFormat("cudnn_fp8: %s failed: %s", what, e.get_message()));
-}
-
-#define ATTN_FE_RETURN_IF_ERROR(expr, what)                            \
-  do {                                                                 \
-    if (absl::Status _s = FeStatus((expr), what); !_s.ok()) return _s; \
-  } while (0)
-
 int64_t Align(int64_t bytes) { return (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment; }
 
-// One device's cuDNN handle and FP8 plan cache.
-class Fp8State final : public BackendState {
+// The sdpa_fp8 graph of `p` on packed E4M3 tensors, BTNH (or BNTH when heads_major) as cuDNN's
+// (B, heads, L, H) dims, with every FP8 scale a device scalar.
+absl::StatusOr<Plan> Build(const AttentionProblem& p, bool autotune, bool heads_major,
+                           cudnnHandle_t handle) {
+  auto graph = std::make_shared<fe::graph::Graph>();
+  graph->set_io_data_type(fe::DataType_t::FP8_E4M3)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto strides = [&](int64_t l, int64_t heads) -> std::vector<int64_t> {
+    if (heads_major) return {heads * l * p.head_dim, l * p.head_dim, p.head_dim, 1};
+    return {l * heads * p.head_dim, p.head_dim, heads * p.head_dim, 1};
+  };
+  auto view = [&](const char* name, int64_t uid, int64_t l, int64_t heads) {
+    return graph->tensor(fe::graph::Tensor_attributes()
+                             .set_name(name)
+                             .set_uid(uid)
+                             .set_dim({p.batch, heads, l, p.head_dim})
+                             .set_stride(strides(l, heads)));
+  };
+  auto scalar = [&](const char* name, int64_t uid) {
+    return graph->tensor(fe::graph::Tensor_attributes()
+                             .set_name(name)
+                             .set_uid(uid)
+                             .set_dim({1, 1, 1, 1})
+                             .set_stride({1, 1, 1, 1})
+                             .set_data_type(fe::DataType_t::FLOAT));
+  };
+  auto q = view("Q", kQ, p.q_len, p.num_heads);
+  auto k = view("K", kK, p.kv_len, p.num_kv_heads);
+  auto v = view("V", kV, p.kv_len, p.num_kv_heads);
+  auto options = fe::graph::SDPA_fp8_attributes()
+                     .set_name("sdpa_fp8")
+                     .set_generate_stats(false)
+                     .set_attn_scale(static_cast<float>(p.EffectiveScale()));
+  if (p.causal) {
+    options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  }
+  auto [o, stats, amax_s, amax_o] = graph->sdpa_fp8(
+      q, k, v, scalar("descale_q", kDescaleQ), scalar("descale_k", kDescaleK),
+      scalar("descale_v", kDescaleV), scalar("descale_s", kDescaleS), scalar("scale_s", kScaleS),
+      scalar("scale_o", kScaleO), options);
+  (void)stats;
+  o->set_output(true)
+      .set_uid(kO)
+      .set_data_type(fe::DataType_t::FP8_E4M3)
+      .set_dim({p.batch, p.num_heads, p.q_len, p.head_dim})
+      .set_stride(strides(p.q_len, p.num_heads));
+  for (auto& [amax, uid] : {std::pair{amax_s, kAmaxS}, std::pair{amax_o, kAmaxO}}) {
+    amax->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(
+        fe::DataType_t::FLOAT);
+  }
+  return cudnn::BuildPlan(std::move(graph), handle, autotune, "cudnn_fp8", p);
+}
+
+// One device's cuDNN handle and FP8 plan cache (the graph layer's), and a second stream.
+class Fp8State final : public cudnn::CudnnState {
  public:
-  static absl::StatusOr<std::unique_ptr<BackendState>> Create(DeviceContext& context) {
-    auto state = std::make_unique<Fp8State>();
-    if (cudnnStatus_t s = cudnnCreate(&state->handle_); s != CUDNN_STATUS_SUCCESS) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "cudnn_fp8: cudnnCreate failed (%s); is libcudnn 9 on the library path?",
-          cudnnGetErrorString(s)));
-    }
-    if (cudnnStatus_t s = cudnnSetStream(state->handle_, context.stream()); s != CUDNN_STATUS_SUCCESS) {
-      return absl::InternalError(
-          absl::StrFormat("cudnn_fp8: cudnnSetStream failed (%s)", cudnnGetErrorString(s)));
-    }
-    ATTN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&state->side_, cudaStreamNonBlocking));
-    for (cudaEvent_t& e : state->events_) {
+  absl::Status Init(DeviceContext& context, const std::string& backend) {
+    if (auto s = CudnnState::Init(context, backend); !s.ok()) return s;
+    ATTN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    for (cudaEvent_t& e : events_) {
       ATTN_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
-    return std::unique_ptr<BackendState>(std::move(state));
+    return absl::OkStatus();
   }
   ~Fp8State() override {
     for (cudaEvent_t e : events_) {
       if (e != nullptr) cudaEventDestroy(e);
     }
     if (side_ != nullptr) cudaStreamDestroy(side_);
-    if (handle_ != nullptr) cudnnDestroy(handle_);
   }
 
-  // The cached plan for `p`, building it on a miss. Requires mu_ held.
-  absl::StatusOr<Plan*> GetLocked(const AttentionProblem& p, bool autotune = false,
-                                  bool heads_major = false) {
-    const PlanKey key = KeyOf(p, autotune, heads_major);
-    auto it = index_.find(key);
-    if (it != index_.end()) {
-      ++hits_;
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return &it->second->second;
-    }
-    ++misses_;
-    const auto start = std::chrono::steady_clock::now();
-    auto plan = Build(p, autotune, heads_major);
-    last_build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    build_seconds_ += last_build_seconds_;
-    if (!plan.ok()) return plan.status();
-    lru_.emplace_front(key, *std::move(plan));
-    index_[key] = lru_.begin();
-    if (static_cast<int64_t>(lru_.size()) > kPlanCacheCapacity) {
-      index_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-    return &lru_.front().second;
+  // The cached plan for `p`, building it on a miss. Requires mu held.
+  absl::StatusOr<Plan*> PlanLocked(const AttentionProblem& p, bool autotune = false,
+                                   bool heads_major = false) {
+    return GetLocked(KeyOf(p, autotune, heads_major),
+                     [&] { return Build(p, autotune, heads_major, handle()); });
   }
 
-  PlanCacheStats Stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return {hits_, misses_, static_cast<int64_t>(lru_.size()), kPlanCacheCapacity, build_seconds_,
-            last_build_seconds_};
-  }
-
-  std::mutex mu_;
-  cudnnHandle_t handle_ = nullptr;
   // A chunked call's second stream and its fork/join events: the quantised chunk c + 1 is ready
   // (events_[c + 1]), chunk c's sdpa_fp8 is done (events_[kMaxChunks + c]), the side stream's
-  // work is done (events_[2 * kMaxChunks]). Recorded anew each call, under mu_.
+  // work is done (events_[2 * kMaxChunks]). Recorded anew each call, under mu.
   cudaStream_t side_ = nullptr;
   cudaEvent_t events_[2 * kMaxChunks + 1] = {};
-
- private:
-  absl::StatusOr<Plan> Build(const AttentionProblem& p, bool autotune, bool heads_major) {
-    auto graph = std::make_shared<fe::graph::Graph>();
-    graph->set_io_data_type(fe::DataType_t::FP8_E4M3)
-        .set_intermediate_data_type(fe::DataType_t::FLOAT)
-        .set_compute_data_type(fe::DataType_t::FLOAT);
-    // Packed BTNH (or BNTH when heads_major) as cuDNN's (B, heads, L, H) dims.
-    auto strides = [&](int64_t l, int64_t heads) -> std::vector<int64_t> {
-      if (heads_major) return {heads * l * p.head_dim, l * p.head_dim, p.head_dim, 1};
-      return {l * heads * p.head_dim, p.head_dim, heads * p.head_dim, 1};
-    };
-    auto view = [&](const char* name, int64_t uid, int64_t l, int64_t heads) {
-      return graph->tensor(fe::graph::Tensor_attributes()
-                               .set_name(name)
-                               .set_uid(uid)
-                               .set_dim({p.batch, heads, l, p.head_dim})
-                               .set_stride(strides(l, heads)));
-    };
-    auto scalar = [&](const char* name, int64_t uid) {
-      return graph->tensor(fe::graph::Tensor_attributes()
-                               .set_name(name)
-                               .set_uid(uid)
-                               .set_dim({1, 1, 1, 1})
-                               .set_stride({1, 1, 1, 1})
-                               .set_data_type(fe::DataType_t::FLOAT));
-    };
-    auto q = view("Q", kQ, p.q_len, p.num_heads);
-    auto k = view("K", kK, p.kv_len, p.num_kv_heads);
-    auto v = view("V", kV, p.kv_len, p.num_kv_heads);
-    auto options = fe::graph::SDPA_fp8_attributes()
-                       .set_name("sdpa_fp8")
-                       .set_generate_stats(false)
-                       .set_attn_scale(static_cast<float>(p.EffectiveScale()));
-    if (p.causal) {
-      options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
-    }
-    auto [o, stats, amax_s, amax_o] = graph->sdpa_fp8(
-        q, k, v, scalar("descale_q", kDescaleQ), scalar("descale_k", kDescaleK),
-        scalar("descale_v", kDescaleV), scalar("descale_s", kDescaleS), scalar("scale_s", kScaleS),
-        scalar("scale_o", kScaleO), options);
-    (void)stats;
-    o->set_output(true)
-        .set_uid(kO)
-        .set_data_type(fe::DataType_t::FP8_E4M3)
-        .set_dim({p.batch, p.num_heads, p.q_len, p.head_dim})
-        .set_stride(strides(p.q_len, p.num_heads));
-    for (auto& [amax, uid] : {std::pair{amax_s, kAmaxS}, std::pair{amax_o, kAmaxO}}) {
-      amax->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(
-          fe::DataType_t::FLOAT);
-    }
-    ATTN_FE_RETURN_IF_ERROR(graph->validate(), "graph validation");
-    ATTN_FE_RETURN_IF_ERROR(graph->build_operation_graph(handle_), "operation graph");
-    ATTN_FE_RETURN_IF_ERROR(graph->create_execution_plans({fe::HeurMode_t::A}), "heuristics");
-    if (auto e = graph->check_support(handle_); e.is_bad()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "cudnn_fp8: no cuDNN %d engine supports %s in FP8: %s", static_cast<int>(cudnnGetVersion()),
-          p.ToString(), e.get_message()));
-    }
-    ATTN_FE_RETURN_IF_ERROR(
-        graph->build_plans(handle_, autotune ? fe::BuildPlanPolicy_t::ALL
-                                             : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
-        "plan build");
-    Plan plan;
-    plan.graph = graph;
-    if (autotune) {
-      // Autotune may pick any built plan: reserve the largest of their workspaces.
-      for (int64_t i = 0; i < graph->get_execution_plan_count(); ++i) {
-        int64_t bytes = 0;
-        if (graph->get_workspace_size_plan_at_index(i, bytes).is_good()) {
-          plan.workspace_bytes = std::max(plan.workspace_bytes, bytes);
-        }
-      }
-    } else {
-      plan.workspace_bytes = graph->get_workspace_size();
-    }
-    return plan;
-  }
-
-  std::list<std::pair<PlanKey, Plan>> lru_;
-  std::unordered_map<PlanKey, std::list<std::pair<PlanKey, Plan>>::iterator, PlanKeyHash> index_;
-  int64_t hits_ = 0, misses_ = 0;
-  double build_seconds_ = 0, last_build_seconds_ = 0;
 };
 
 // Byte offsets of one call's pieces in the backend's workspace.
@@ -330,6 +223,7 @@ class CudnnFp8Backend final : public Backend {
  public:
   std::string name() const override { return "cudnn_fp8"; }
   bool takes_fp8_recipe() const override { return true; }
+  std::string full_precision_peer() const override { return "cudnn"; }
   std::string description() const override {
     return absl::StrFormat(
         "cuDNN %d FP8 (E4M3) fused attention (sdpa_fp8 forward) via cudnn-frontend %d.%d, "
@@ -339,47 +233,33 @@ class CudnnFp8Backend final : public Backend {
 
   // cuDNN's documented rules for FP8 SDPA forward (cudnn-frontend's support surface), as reasons.
   absl::Status CheckSupport(const AttentionProblem& p, const DeviceInfo& device) const override {
-    if (device.kind != DeviceKind::kCuda) {
-      return absl::FailedPreconditionError("cudnn_fp8: needs a CUDA device");
-    }
-    if (device.cc_major < 9) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "cudnn_fp8: no detected FP8 support; requires Hopper/Blackwell-class GPU (compute "
-          "capability >= 9.0); device has %d.%d",
-          device.cc_major, device.cc_minor));
-    }
-    const size_t version = cudnnGetVersion();
-    if (version < 90100) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "cudnn_fp8: cuDNN FP8 SDPA needs cuDNN >= 9.1.0; the loaded library is %d",
-          static_cast<int>(version)));
-    }
-    if (version == 91000) {
-      return absl::FailedPreconditionError(
-          "cudnn_fp8: cuDNN 9.10.0 has no FP8 SDPA forward; use another 9.x release");
-    }
-    if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "cudnn_fp8: takes bfloat16 or float16 input (quantised to E4M3 on the device); got %s",
-          DTypeName(p.dtype)));
-    }
-    if (p.head_dim % 16 != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "cudnn_fp8: head_dim must be a multiple of 16 for FP8; got %d", p.head_dim));
-    }
-    if (device.cc_major == 9 && p.q_len == 1) {
-      // Measured on the H200 with cuDNN 9.19 (bench/gpu_fp8.sh, 2026-12-03): the heuristics
-      // return no engine for a single query position (decode), with or without the mask.
-      return absl::FailedPreconditionError(
-          "cudnn_fp8: cuDNN has no FP8 SDPA engine for q_len = 1 on compute capability 9.x; use "
-          "cudnn for decode");
-    }
+    const int version = static_cast<int>(cudnnGetVersion());
     const int64_t max_head_dim = device.cc_major == 9 ? 256 : 128;
-    if (p.head_dim > max_head_dim) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "cudnn_fp8: head_dim must be <= %d in FP8 on compute capability %d.%d; got %d",
-          max_head_dim, device.cc_major, device.cc_minor, p.head_dim));
-    }
+    ATTN_UNSUPPORTED_IF(device.kind != DeviceKind::kCuda, "cudnn_fp8: needs a CUDA device");
+    ATTN_UNSUPPORTED_IF(device.cc_major < 9,
+                        "cudnn_fp8: no detected FP8 support; requires Hopper/Blackwell-class GPU "
+                        "(compute capability >= 9.0); device has %d.%d",
+                        device.cc_major, device.cc_minor);
+    ATTN_UNSUPPORTED_IF(version < 90100,
+                        "cudnn_fp8: cuDNN FP8 SDPA needs cuDNN >= 9.1.0; the loaded library is %d",
+                        version);
+    ATTN_UNSUPPORTED_IF(version == 91000,
+                        "cudnn_fp8: cuDNN 9.10.0 has no FP8 SDPA forward; use another 9.x release");
+    ATTN_UNSUPPORTED_IF(p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16,
+                        "cudnn_fp8: takes bfloat16 or float16 input (quantised to E4M3 on the "
+                        "device); got %s",
+                        DTypeName(p.dtype));
+    ATTN_UNSUPPORTED_IF(p.head_dim % 16 != 0,
+                        "cudnn_fp8: head_dim must be a multiple of 16 for FP8; got %d", p.head_dim);
+    // Measured on the H200 with cuDNN 9.19 (bench/gpu_fp8.sh, 2026-12-03): the heuristics
+    // return no engine for a single query position (decode), with or without the mask.
+    ATTN_UNSUPPORTED_IF(device.cc_major == 9 && p.q_len == 1,
+                        "cudnn_fp8: cuDNN has no FP8 SDPA engine for q_len = 1 on compute "
+                        "capability 9.x; use cudnn for decode");
+    ATTN_UNSUPPORTED_IF(p.head_dim > max_head_dim,
+                        "cudnn_fp8: head_dim must be <= %d in FP8 on compute capability %d.%d; "
+                        "got %d",
+                        max_head_dim, device.cc_major, device.cc_minor, p.head_dim);
     return absl::OkStatus();
   }
 
@@ -405,10 +285,10 @@ class CudnnFp8Backend final : public Backend {
     auto state = State(args.context);
     if (!state.ok()) return state.status();
     Fp8State& st = **state;
-    std::lock_guard<std::mutex> lock(st.mu_);
+    std::lock_guard<std::mutex> lock(st.mu);
     const bool heads_major = QuantisedHeadsMajor(p);
     const int chunks = ChunksFor(p, heads_major);
-    auto plan = st.GetLocked(ChunkOf(p, chunks), args.options.autotune, heads_major);
+    auto plan = st.PlanLocked(ChunkOf(p, chunks), args.options.autotune, heads_major);
     if (!plan.ok()) return plan.status();
     const Layout l = LayoutFor(p, (*plan)->workspace_bytes);
     if (l.total > args.workspace_bytes) {
@@ -520,8 +400,7 @@ class CudnnFp8Backend final : public Backend {
       // overwritten by the real run below) and keeps the fastest for this key.
       auto pack = Pack(q8, k8, v8, o8, &s->descale[kFp8Q].value, &s->descale[kFp8K].value,
                        &s->descale[kFp8V].value, s);
-      ATTN_FE_RETURN_IF_ERROR((*plan)->graph->autotune(st.handle_, pack, args.workspace), "autotune");
-      (*plan)->tuned = true;
+      if (auto a = st.AutotuneLocked(**plan, pack, args.workspace); !a.ok()) return a;
     }
     for (int c = 0; c < chunks; ++c) {
       if (c > 0) ATTN_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, st.events_[c], 0));
@@ -558,7 +437,7 @@ class CudnnFp8Backend final : public Backend {
   }
 
   // sdpa_fp8 on packed E4M3 q, k, v into o, with S and O scaled by s's slots and the amaxes of
-  // S and O written to amax_s, amax_o (default: s's slots). Requires st.mu_ held.
+  // S and O written to amax_s, amax_o (default: s's slots). Requires st.mu held.
   static std::unordered_map<int64_t, void*> Pack(const void* q, const void* k, const void* v,
                                                  void* o, const float* descale_q,
                                                  const float* descale_k, const float* descale_v,
@@ -584,22 +463,20 @@ class CudnnFp8Backend final : public Backend {
                               const float* descale_v, DeviceScalars* s, void* workspace,
                               float* amax_s = nullptr, float* amax_o = nullptr) {
     auto pack = Pack(q, k, v, o, descale_q, descale_k, descale_v, s, amax_s, amax_o);
-    ATTN_FE_RETURN_IF_ERROR(plan.graph->execute(st.handle_, pack, workspace), "execute");
+    ATTN_CUDNN_RETURN_IF_ERROR(plan.graph->execute(st.handle(), pack, workspace));
     return absl::OkStatus();
   }
 
   absl::StatusOr<Fp8State*> State(DeviceContext& context) const {
-    auto state = context.GetBackendState(this, [&] { return Fp8State::Create(context); });
-    if (!state.ok()) return state.status();
-    return static_cast<Fp8State*>(*state);
+    return cudnn::StateOf<Fp8State>(this, context);
   }
 
   absl::StatusOr<Plan*> GetPlan(const AttentionProblem& p, DeviceContext& context, bool autotune,
                                 bool heads_major) const {
     auto state = State(context);
     if (!state.ok()) return state.status();
-    std::lock_guard<std::mutex> lock((*state)->mu_);
-    return (*state)->GetLocked(p, autotune, heads_major);
+    std::lock_guard<std::mutex> lock((*state)->mu);
+    return (*state)->PlanLocked(p, autotune, heads_major);
   }
 };
 
@@ -613,9 +490,8 @@ absl::Status RunAttentionE4M3(const AttentionProblem& p, const Fp8AttentionTenso
                               DeviceContext& context) {
   if (auto s = ValidateProblem(p); !s.ok()) return s;
   // The registered instance, so the E4M3 path shares the backend's plan cache and handle.
-  const Backend* registered = BackendRegistry::Default().Find("cudnn_fp8");
-  if (registered == nullptr) return absl::FailedPreconditionError("cudnn_fp8: not registered");
-  const auto& backend = static_cast<const CudnnFp8Backend&>(*registered);
+  const auto& backend =
+      static_cast<const CudnnFp8Backend&>(*BackendRegistry::Default().Find("cudnn_fp8"));
   if (auto s = backend.CheckSupport(p, context.info()); !s.ok()) return s;
   for (const void* ptr : {t.q, t.k, t.v, static_cast<const void*>(t.out)}) {
     if (ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
@@ -629,8 +505,8 @@ absl::Status RunAttentionE4M3(const AttentionProblem& p, const Fp8AttentionTenso
   auto state = backend.State(context);
   if (!state.ok()) return state.status();
   Fp8State& st = **state;
-  std::lock_guard<std::mutex> lock(st.mu_);
-  auto plan = st.GetLocked(p);
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto plan = st.PlanLocked(p);
   if (!plan.ok()) return plan.status();
   const int64_t cudnn_bytes = Align((*plan)->workspace_bytes);
   auto block = context.arena().Allocate(cudnn_bytes + Align(sizeof(DeviceScalars)));
@@ -660,25 +536,24 @@ absl::Status RunAttentionE4M3(const AttentionProblem& p, const Fp8AttentionTenso
   return absl::OkStatus();
 }
 
-absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& p, const void* q, const void* k,
-                                          const void* v, DeviceContext& context, int repeats,
-                                          bool quantize_only) {
+absl::StatusOr<std::string> VisitFp8Steps(const AttentionProblem& p, const void* q, const void* k,
+                                          const void* v, DeviceContext& context,
+                                          const Fp8StepVisitor& visit) {
   if (context.info().kind != DeviceKind::kCuda) {
     return absl::FailedPreconditionError("cudnn_fp8: step timing needs a CUDA device");
   }
   if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) {
     return absl::InvalidArgumentError("cudnn_fp8: step timing takes bfloat16 or float16 inputs");
   }
-  const Backend* registered = BackendRegistry::Default().Find("cudnn_fp8");
-  if (registered == nullptr) return absl::FailedPreconditionError("cudnn_fp8: not registered");
-  const auto& backend = static_cast<const CudnnFp8Backend&>(*registered);
+  const auto& backend =
+      static_cast<const CudnnFp8Backend&>(*BackendRegistry::Default().Find("cudnn_fp8"));
   if (auto s = backend.CheckSupport(p, context.info()); !s.ok()) return s;
   auto state = backend.State(context);
   if (!state.ok()) return state.status();
   Fp8State& st = **state;
-  std::lock_guard<std::mutex> lock(st.mu_);
+  std::lock_guard<std::mutex> lock(st.mu);
   const bool heads_major = QuantisedHeadsMajor(p);
-  auto plan = st.GetLocked(p, /*autotune=*/false, heads_major);
+  auto plan = st.PlanLocked(p, /*autotune=*/false, heads_major);
   if (!plan.ok()) return plan.status();
 
   // The call's workspace, then an output in the caller's dtype and the recipe's histories.
@@ -715,11 +590,6 @@ absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& p, const void*
   ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchAmax(type, ops, s, stream));
   ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchCurrentScales(s, 0, nullptr, stream));
 
-  auto median = [&](const std::function<absl::Status()>& step) -> absl::StatusOr<double> {
-    auto times = TimeOnDevice(context, step, 3, std::max(1, repeats));
-    if (!times.ok()) return times.status();
-    return Summarize(*std::move(times)).median;
-  };
   const std::function<absl::Status()> steps[4] = {
       [&]() -> absl::Status {
         ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchQuantize(type, ops, s, stream));
@@ -741,16 +611,14 @@ absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& p, const void*
             stream));
         return absl::OkStatus();
       }};
-  double ms[4] = {};
-  for (int i = 0; i < (quantize_only ? 1 : 4); ++i) {
-    auto m = median(steps[i]);
-    if (!m.ok()) return m.status();
-    ms[i] = *m;
+  for (Fp8Step step : {Fp8Step::kQuantize, Fp8Step::kAttention, Fp8Step::kDequantize,
+                       Fp8Step::kRecipeUpdate}) {
+    if (auto e = visit(step, steps[static_cast<int>(step)]); !e.ok()) return e;
   }
   // The arena block goes back while the steps may be queued: safe, as in RunAttention.
-  Fp8StepTimes times{ms[0], ms[1], ms[2], ms[3], ""};
-  (void)(*plan)->graph->get_plan_name(times.plan);
-  return times;
+  std::string plan_name;
+  (void)(*plan)->graph->get_plan_name(plan_name);
+  return plan_name;
 }
 
 }  // namespace attn

@@ -89,29 +89,22 @@ class FusedBackend final : public Backend {
   }
 
   absl::Status CheckSupport(const AttentionProblem& p, const DeviceInfo& device) const override {
-    if (device.kind != DeviceKind::kCuda) {
-      return absl::FailedPreconditionError("fused: needs a CUDA device");
-    }
-    if (device.cc_major < 8) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "fused: needs compute capability >= 8.0 (cp.async, bf16/fp16 mma.sync); device has "
-          "%d.%d",
-          device.cc_major, device.cc_minor));
-    }
-    if (!CompiledHeadDim(p.head_dim)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "fused: head_dim %d is not compiled; supported: 32, 64, 96, 128, 256", p.head_dim));
-    }
-    if (p.num_heads > kMaxGridYz || p.batch > kMaxGridYz) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "fused: batch (%d) and num_heads (%d) must be <= %d (one grid dimension each)", p.batch,
-          p.num_heads, kMaxGridYz));
-    }
     constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-    if (p.q_len > kIntMax || p.kv_len > kIntMax) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "fused: q_len (%d) and kv_len (%d) must be <= %d", p.q_len, p.kv_len, kIntMax));
-    }
+    ATTN_UNSUPPORTED_IF(device.kind != DeviceKind::kCuda, "fused: needs a CUDA device");
+    ATTN_UNSUPPORTED_IF(device.cc_major < 8,
+                        "fused: needs compute capability >= 8.0 (cp.async, bf16/fp16 mma.sync); "
+                        "device has %d.%d",
+                        device.cc_major, device.cc_minor);
+    ATTN_UNSUPPORTED_IF(!CompiledHeadDim(p.head_dim),
+                        "fused: head_dim %d is not compiled; supported: 32, 64, 96, 128, 256",
+                        p.head_dim);
+    ATTN_UNSUPPORTED_IF(p.num_heads > kMaxGridYz || p.batch > kMaxGridYz,
+                        "fused: batch (%d) and num_heads (%d) must be <= %d (one grid dimension "
+                        "each)",
+                        p.batch, p.num_heads, kMaxGridYz);
+    ATTN_UNSUPPORTED_IF(p.q_len > kIntMax || p.kv_len > kIntMax,
+                        "fused: q_len (%d) and kv_len (%d) must be <= %d", p.q_len, p.kv_len,
+                        kIntMax);
     return absl::OkStatus();
   }
 

@@ -35,10 +35,8 @@ cudaDataType_t CudaType(DType dtype) {
 
 // cuBLAS takes dimensions, leading dimensions and batch counts as int.
 absl::Status CheckFitsInt(int64_t value, const char* what) {
-  if (value > kIntMax) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "naive: %s = %d exceeds cuBLAS's int32 limit (%d)", what, value, kIntMax));
-  }
+  ATTN_UNSUPPORTED_IF(value > kIntMax, "naive: %s = %d exceeds cuBLAS's int32 limit (%d)", what,
+                      value, kIntMax);
   return absl::OkStatus();
 }
 
@@ -50,14 +48,10 @@ class NaiveBackend final : public Backend {
   }
 
   absl::Status CheckSupport(const AttentionProblem& p, const DeviceInfo& device) const override {
-    if (device.kind != DeviceKind::kCuda) {
-      return absl::FailedPreconditionError("naive: needs a CUDA device");
-    }
-    if (p.dtype != DType::kFloat32 && device.cc_major < 8) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "naive: %s GEMMs need compute capability >= 8.0; device has %d.%d", DTypeName(p.dtype),
-          device.cc_major, device.cc_minor));
-    }
+    ATTN_UNSUPPORTED_IF(device.kind != DeviceKind::kCuda, "naive: needs a CUDA device");
+    ATTN_UNSUPPORTED_IF(p.dtype != DType::kFloat32 && device.cc_major < 8,
+                        "naive: %s GEMMs need compute capability >= 8.0; device has %d.%d",
+                        DTypeName(p.dtype), device.cc_major, device.cc_minor);
     const struct {
       int64_t value;
       const char* what;

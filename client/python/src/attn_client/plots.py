@@ -76,7 +76,7 @@ def figures(results: res.Results, only: str | None = None) -> list[tuple[str, ob
         elif sec.kind == "variants":
             labels = [f"{res._pattern(r.case.shape)} (K={res.kv_heads(r.case.shape)})" for r in ok]
             out.append((sec.name, _bars(plt, labels, [r.stats.median_ms for r in ok], sec.title)))
-        elif any(r.case.backend == "cudnn_fp8" for r in sec.cases):  # FP8 beside bf16, or bf16 alone
+        elif any(res.takes_fp8_recipe(results.server, r.case.backend) for r in sec.cases):  # FP8 beside bf16, or bf16 alone
             out.append((sec.name, _bars(plt, [res.series_label(r) for r in ok], [r.stats.median_ms for r in ok],
                                         f"FP8 vs bf16 — {res.problem_label(ok[0].case)}")))
     for _, fig in out:

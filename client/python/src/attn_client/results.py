@@ -43,6 +43,17 @@ def is_unsupported(r: pb.CaseResult) -> bool:
     return status_name(r) == "FAILED_PRECONDITION"
 
 
+def takes_fp8_recipe(server: pb.ServerInfo, backend: str) -> bool:
+    """Whether the server says `backend` quantises to FP8 under the job's recipe (a capability of
+    the backend, not its name)."""
+    return any(v.backend == backend and v.takes_fp8_recipe for v in server.backends)
+
+
+def full_precision_peer(server: pb.ServerInfo, backend: str) -> str:
+    """The backend an FP8 backend's results are compared with ("cudnn" for cudnn_fp8); "" if none."""
+    return next((v.full_precision_peer for v in server.backends if v.backend == backend), "")
+
+
 def kv_len(s: pb.Shape) -> int:
     return s.kv_len if s.kv_len > 0 else s.q_len
 
@@ -108,6 +119,7 @@ def case_columns(r: pb.CaseResult, replica: str = "") -> dict[str, Any]:
         "index": r.index, "section": c.section, "requested_backend": c.backend or "auto", "backend": r.backend,
         "dtype": dtype_label(c.dtype), "B": s.batch, "T": s.q_len, "S": kv_len(s), "N": s.num_heads,
         "K": kv_heads(s), "H": s.head_dim, "causal": c.causal, "status": status_name(r), "message": r.message,
+        "seed": r.seed,
         "repeats": st.count, "min_ms": _num(st.min_ms), "median_ms": _num(st.median_ms), "mean_ms": _num(st.mean_ms),
         "p10_ms": _num(st.p10_ms), "p90_ms": _num(st.p90_ms), "p99_ms": _num(st.p99_ms),
         "stddev_ms": _num(st.stddev_ms), "budget_cut": r.budget_cut, "tflops": _num(r.tflops), "gbps": _num(r.gbps),
@@ -131,7 +143,7 @@ def case_columns(r: pb.CaseResult, replica: str = "") -> dict[str, Any]:
 
 def _case_from_columns(row: dict[str, Any]) -> tuple[pb.CaseResult, str]:
     """The inverse of case_columns, for results.json written by attn-client."""
-    r = pb.CaseResult(index=row["index"], backend=row["backend"], message=row["message"],
+    r = pb.CaseResult(index=row["index"], seed=row.get("seed", 0), backend=row["backend"], message=row["message"],
                       budget_cut=row["budget_cut"], timing=row["timing"], input_sets=row["input_sets"],
                       numerics=row["numerics"], device=row["device"], device_name=row["device_name"],
                       hostname=row["hostname"], workspace_bytes=row["workspace_bytes"],
@@ -380,9 +392,9 @@ def _fp8_values(v: pb.Fp8Values) -> str:
     return f"q {v.q:.4g}, k {v.k:.4g}, v {v.v:.4g}, s {v.s:.4g}, o {v.o:.4g}"
 
 
-def _fp8_table(f: pb.CaseResult, sec: Section, gpu: str) -> Table:
-    """The codelab's FP8 table for a cudnn_fp8 case beside its section's cudnn case of the same
-    problem; or its "not available" table."""
+def _fp8_table(f: pb.CaseResult, sec: Section, gpu: str, peer: str) -> Table:
+    """The codelab's FP8 table for an FP8 case (cudnn_fp8) beside its section's case of the same
+    problem on the FP8 backend's full-precision peer (cudnn); or its "not available" table."""
     t = Table(title="", headers=["", "Value"], key="fp8")
     if not is_ok(f):
         t.title = "FP8 attention — not available on this GPU"
@@ -391,19 +403,19 @@ def _fp8_table(f: pb.CaseResult, sec: Section, gpu: str) -> Table:
     t.title = f"FP8 attention with cuDNN (TransformerEngine delayed scaling) — {problem_label(f.case)}"
     bf16 = None
     for c in sec.cases:
-        if is_ok(c) and c.backend == "cudnn" and c.case.shape == f.case.shape and c.case.causal == f.case.causal:
+        if is_ok(c) and peer and c.backend == peer and c.case.shape == f.case.shape and c.case.causal == f.case.causal:
             bf16 = c
     fp8, ms = f.fp8, f.stats.median_ms
     dt = dtype_label(f.case.dtype)
     t.rows = [["GPU", gpu], ["Input dtype", dt], ["FP8 output dtype", f"{dt} (dequantised from E4M3)"],
               ["Output shape", q_shape(f.case.shape)],
-              ["Max |cudnn bf16 - cudnn_fp8|",
+              [f"Max |{peer} bf16 - {f.backend}|",
                f"{fp8.max_diff_vs_cudnn:.2e}" if fp8.max_diff_vs_cudnn >= 0 else "- (run with --check)"],
               ["FP8 median (ms)", format_ms(ms) + (f", of which quantise {format_ms(fp8.quantize_ms)}"
                                                     if fp8.quantize_ms >= 0 else "")]]
     if bf16 is not None:
         b = bf16.stats.median_ms
-        t.rows += [["bf16 cudnn median (ms)", format_ms(b)], ["FP8 speed-up over bf16", f"{b / ms:.2f}x"]]
+        t.rows += [[f"bf16 {peer} median (ms)", format_ms(b)], ["FP8 speed-up over bf16", f"{b / ms:.2f}x"]]
     if f.HasField("fp8"):
         t.rows += [["Recipe", fp8.recipe], ["Scales used", _fp8_values(fp8.scales_used)],
                    ["Amaxes seen", _fp8_values(fp8.amaxes_seen)]]
@@ -481,9 +493,9 @@ class Results:
                     out.append(_causal_effect_table(r))
                     causal_effect_shown = True
             for r in sec.cases:
-                if r.case.backend == "cudnn_fp8":
+                if takes_fp8_recipe(self.server, r.case.backend):
                     gpu = r.device_name or (self.server.devices[0].name if self.server.devices else "-")
-                    out.append(_fp8_table(r, sec, gpu))
+                    out.append(_fp8_table(r, sec, gpu, full_precision_peer(self.server, r.case.backend)))
         return out
 
     def table(self, section: str) -> Table:
@@ -567,7 +579,10 @@ class Results:
                                cuda_driver_version=s["cuda_driver_version"], cudnn_version=s["cudnn_version"],
                                cpu_fallback=s["cpu_fallback"],
                                devices=[pb.DeviceInfo(index=d["index"], kind=d["kind"], name=d["name"],
-                                                      compute_capability=d["compute_capability"]) for d in s["devices"]])
+                                                      compute_capability=d["compute_capability"]) for d in s["devices"]],
+                               backends=[pb.BackendVerdict(backend=b["name"], takes_fp8_recipe=b["takes_fp8_recipe"],
+                                                           full_precision_peer=b["full_precision_peer"])
+                                         for b in s.get("backends", [])])
         options = pb.BenchmarkOptions(seed=o["seed"], cuda_graph=o["cuda_graph"], check_numerics=o["check_numerics"])
         for name in ("warmup", "repeats", "case_budget_seconds"):
             if o.get(name) is not None:
