@@ -303,8 +303,9 @@ def main():
                                                       backend="cpu")]),
             options=pb.BenchmarkOptions(warmup=1, repeats=3))
         results = [e.result for e in stub.RunBenchmark(job, timeout=60, metadata=ident.metadata()) if e.HasField("result")]
-        if [r.status for r in results] != ["OK"]:
-            fail(f"RunBenchmark: case statuses {[r.status for r in results]}, expected ['OK']")
+        # CaseResult.status is a google.rpc.Code number: 0 is OK.
+        if [r.status for r in results] != [grpc.StatusCode.OK.value[0]]:
+            fail(f"RunBenchmark: case statuses {[r.status for r in results]}, expected [0] (OK)")
     print("one Attend and one RunBenchmark case on the cpu backend: OK"
           + (f" (TLS for {ident.authority}, participant ada's token)" if ident.tls and ident.tokens else ""))
 
@@ -373,7 +374,7 @@ def main():
     runner.join(grace)
     channel.close()
     results = [e.result.status for e in events if e.HasField("result")]
-    if errors or results != ["OK"] * 3:
+    if errors or results != [grpc.StatusCode.OK.value[0]] * 3:  # google.rpc.Code numbers
         fail(f"the job accepted before SIGTERM did not finish in the drain: statuses {results}, errors {errors}")
     try:
         rc = server.proc.wait(timeout=grace)
