@@ -5,6 +5,8 @@
 // Each client thread has its own channel and sends Attend calls back to back, with q, k, v
 // uploaded (--upload, the default) or generated on the server from a seed; it prints p50/p99 of
 // the end-to-end time, the server's reported device and total times, and the payload rate.
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,8 +16,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -35,7 +35,8 @@ ABSL_FLAG(bool, omit_output, false, "ask for timings only (no output bytes back)
 ABSL_FLAG(bool, tls, false, "speak TLS, trusting the system's root certificates");
 ABSL_FLAG(std::string, tls_ca_file, "", "speak TLS, trusting this CA certificate (PEM)");
 ABSL_FLAG(std::string, token, "", "bearer token sent with every call (default: $ATTN_TOKEN)");
-ABSL_FLAG(std::string, client_id, "", "a label for the calls (the server's fairness key without tokens)");
+ABSL_FLAG(std::string, client_id, "",
+          "a label for the calls (the server's fairness key without tokens)");
 
 namespace v1 = attention::v1;
 
@@ -47,8 +48,9 @@ double Pct(std::vector<double> v, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  attn::HandleHelpFlag(argc, argv,
-                       "attn-load: end-to-end Attend latency and throughput against a running attn-server.");
+  attn::HandleHelpFlag(
+      argc, argv,
+      "attn-load: end-to-end Attend latency and throughput against a running attn-server.");
   absl::ParseCommandLine(argc, argv);
   std::vector<int64_t> dims;
   for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_shape), ',')) {
@@ -64,7 +66,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dt = absl::GetFlag(FLAGS_dtype);
-  const v1::DType dtype = dt == "float32" ? v1::FLOAT32 : dt == "float16" ? v1::FLOAT16 : v1::BFLOAT16;
+  const v1::DType dtype = dt == "float32"   ? v1::FLOAT32
+                          : dt == "float16" ? v1::FLOAT16
+                                            : v1::BFLOAT16;
   const int64_t elem = dtype == v1::FLOAT32 ? 4 : 2;
   v1::AttendRequest req;
   req.mutable_shape()->set_batch(dims[0]);
@@ -93,7 +97,8 @@ int main(int argc, char** argv) {
       std::stringstream pem;
       pem << f.rdbuf();
       if (!f || pem.str().find("-----BEGIN CERTIFICATE") == std::string::npos) {
-        std::fprintf(stderr, "attn-load: --tls_ca_file: '%s' is not a readable PEM certificate\n", ca.c_str());
+        std::fprintf(stderr, "attn-load: --tls_ca_file: '%s' is not a readable PEM certificate\n",
+                     ca.c_str());
         return 2;
       }
       ssl.pem_root_certs = pem.str();
@@ -102,8 +107,8 @@ int main(int argc, char** argv) {
   }
   const char* env_token = std::getenv("ATTN_TOKEN");
   const std::string token = !absl::GetFlag(FLAGS_token).empty() ? absl::GetFlag(FLAGS_token)
-                            : env_token != nullptr                ? env_token
-                                                                  : "";
+                            : env_token != nullptr              ? env_token
+                                                                : "";
   const int clients = absl::GetFlag(FLAGS_clients), calls = absl::GetFlag(FLAGS_calls);
   std::vector<std::vector<double>> e2e(clients), device(clients), total(clients);
   std::vector<int> errors(clients, 0);
@@ -122,7 +127,8 @@ int main(int argc, char** argv) {
         v1::AttendResponse resp;
         const auto a = std::chrono::steady_clock::now();
         const grpc::Status s = stub->Attend(&ctx, req, &resp);
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
         if (!s.ok()) {
           if (errors[c]++ == 0) std::fprintf(stderr, "attn-load: %s\n", s.error_message().c_str());
           continue;
@@ -145,15 +151,21 @@ int main(int argc, char** argv) {
     errs += errors[c];
   }
   const double n = static_cast<double>(all_e2e.size());
-  const double payload = ((absl::GetFlag(FLAGS_upload) ? 3.0 : 0.0) + (absl::GetFlag(FLAGS_omit_output) ? 0.0 : 1.0)) *
-                         static_cast<double>(bytes);
+  const double payload =
+      ((absl::GetFlag(FLAGS_upload) ? 3.0 : 0.0) + (absl::GetFlag(FLAGS_omit_output) ? 0.0 : 1.0)) *
+      static_cast<double>(bytes);
   std::printf("shape %s %s clients %d calls %.0f errors %d upload %d omit_output %d\n",
               absl::GetFlag(FLAGS_shape).c_str(), dt.c_str(), clients, n, errs,
               absl::GetFlag(FLAGS_upload) ? 1 : 0, absl::GetFlag(FLAGS_omit_output) ? 1 : 0);
-  std::printf("end-to-end ms: p50 %.4f p99 %.4f | server total ms: p50 %.4f p99 %.4f | device ms: p50 %.4f\n",
-              Pct(all_e2e, 0.5), Pct(all_e2e, 0.99), Pct(all_total, 0.5), Pct(all_total, 0.99),
-              Pct(all_dev, 0.5));
-  std::printf("server overhead (total - device) p50 %.4f ms; throughput %.1f calls/s, payload %.2f GB/s (%.1f MiB per call in+out)\n",
-              Pct(all_total, 0.5) - Pct(all_dev, 0.5), n / wall, n * payload / wall / 1e9, payload / (1 << 20));
+  std::printf(
+      "end-to-end ms: p50 %.4f p99 %.4f | server total ms: p50 %.4f p99 %.4f | device ms: p50 "
+      "%.4f\n",
+      Pct(all_e2e, 0.5), Pct(all_e2e, 0.99), Pct(all_total, 0.5), Pct(all_total, 0.99),
+      Pct(all_dev, 0.5));
+  std::printf(
+      "server overhead (total - device) p50 %.4f ms; throughput %.1f calls/s, payload %.2f GB/s "
+      "(%.1f MiB per call in+out)\n",
+      Pct(all_total, 0.5) - Pct(all_dev, 0.5), n / wall, n * payload / wall / 1e9,
+      payload / (1 << 20));
   return errs > 0 ? 1 : 0;
 }

@@ -61,9 +61,8 @@ absl::StatusOr<std::vector<int64_t>> ParsedArgs::GetIntList(const std::string& n
   for (absl::string_view item : absl::StrSplit(Get(name), ',')) {
     int64_t v = 0;
     if (!absl::SimpleAtoi(item, &v) || v <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--", Dashed(name),
-                                                     ": expected a comma list of integers > 0; got '",
-                                                     Get(name), "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", Dashed(name), ": expected a comma list of integers > 0; got '", Get(name), "'"));
     }
     out.push_back(v);
   }

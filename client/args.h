@@ -1,7 +1,8 @@
 // A small command-line parser for attn-client's subcommands: each subcommand declares its options
 // (name, value name, default, help), so parsing, defaults and --help come from one table.
 // Options are written --name=value or --name value; dashes and underscores in names are the same
-// (--seq-lens and --seq_lens), so the documented snake_case flags and the dashed spelling both work.
+// (--seq-lens and --seq_lens), so the documented snake_case flags and the dashed spelling both
+// work.
 #pragma once
 
 #include <cstdint>

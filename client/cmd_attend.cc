@@ -37,18 +37,20 @@ absl::StatusOr<Inputs> FromFiles(const ParsedArgs& args, DType dtype, bool causa
     auto a = ReadNpyFile(args.Get(names[i]));
     if (!a.ok()) return a.status();
     if (a->shape.size() != 4) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", names[i], " ", args.Get(names[i]), ": expected 4 dimensions (",
-          i == 0 ? "B, T, N, H" : "B, S, K, H", "); got ", a->shape.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", names[i], " ", args.Get(names[i]), ": expected 4 dimensions (",
+                       i == 0 ? "B, T, N, H" : "B, S, K, H", "); got ", a->shape.size()));
     }
     arrays[i] = std::move(*a);
   }
   const auto& q = arrays[0].shape;
   const auto& k = arrays[1].shape;
   const auto& v = arrays[2].shape;
-  if (k != v) return absl::InvalidArgumentError("--k and --v: shapes differ; both are (B, S, K, H)");
+  if (k != v)
+    return absl::InvalidArgumentError("--k and --v: shapes differ; both are (B, S, K, H)");
   if (k[0] != q[0] || k[3] != q[3]) {
-    return absl::InvalidArgumentError("--q and --k: B and H must match (Q is (B, T, N, H), K is (B, S, K, H))");
+    return absl::InvalidArgumentError(
+        "--q and --k: B and H must match (Q is (B, T, N, H), K is (B, S, K, H))");
   }
   in.problem = AttentionProblem::SelfAttention(q[0], q[1], q[2], q[3], dtype, causal, k[2]);
   in.problem.kv_len = k[1];
@@ -60,8 +62,9 @@ absl::StatusOr<Inputs> FromFiles(const ParsedArgs& args, DType dtype, bool causa
     (i == 0 ? in.q : i == 1 ? in.k : in.v) = std::move(bytes);
   }
   if (converted) {
-    std::fprintf(stderr, "attn-client: note: inputs converted from %s to %s (round to nearest even)\n",
-                 std::string(NpyTypeName(arrays[0].type)).c_str(), std::string(DTypeName(dtype)).c_str());
+    std::fprintf(
+        stderr, "attn-client: note: inputs converted from %s to %s (round to nearest even)\n",
+        std::string(NpyTypeName(arrays[0].type)).c_str(), std::string(DTypeName(dtype)).c_str());
   }
   return in;
 }
@@ -91,12 +94,12 @@ absl::StatusOr<std::vector<float>> Reference(const Inputs& in, double scale) {
   std::vector<double> scratch(static_cast<size_t>(*scratch_bytes) / sizeof(double));
   // The output in the inputs' dtype would round the reference: widen it to float32.
   std::vector<float> out(static_cast<size_t>(QueryElements(p)));
-  AttentionTensors t = PackedTensors(p, MemoryKind::kHost, const_cast<char*>(in.q.data()),
-                                     const_cast<char*>(in.k.data()), const_cast<char*>(in.v.data()),
-                                     nullptr);
+  AttentionTensors t =
+      PackedTensors(p, MemoryKind::kHost, const_cast<char*>(in.q.data()),
+                    const_cast<char*>(in.k.data()), const_cast<char*>(in.v.data()), nullptr);
   t.out = TensorView::Contiguous(out.data(), static_cast<int64_t>(out.size() * sizeof(float)),
-                                 DType::kFloat32, MemoryKind::kHost, p.batch, p.q_len,
-                                 p.num_heads, p.head_dim);
+                                 DType::kFloat32, MemoryKind::kHost, p.batch, p.q_len, p.num_heads,
+                                 p.head_dim);
   AttentionProblem as_float = p;
   as_float.dtype = DType::kFloat32;
   if (auto s = ReferenceAttention(as_float, t, scratch.data()); !s.ok()) return s;
@@ -131,7 +134,8 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
   if (!dtype.ok()) return Fail(kExitUsage, absl::StrCat("--dtype: ", dtype.status().message()));
   auto scale = args.GetDouble("scale");
   auto seed = args.GetInt("seed");
-  if (!scale.ok() || !seed.ok() || *seed < 0) return Fail(kExitUsage, "--scale and --seed: expected numbers (seed >= 0)");
+  if (!scale.ok() || !seed.ok() || *seed < 0)
+    return Fail(kExitUsage, "--scale and --seed: expected numbers (seed >= 0)");
   const bool causal = args.GetBool("causal");
   const int files = args.Has("q") + args.Has("k") + args.Has("v");
   if (files != 0 && files != 3) return Fail(kExitUsage, "--q, --k and --v: give all three or none");
@@ -148,16 +152,19 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
       if (!v.ok()) return Fail(kExitUsage, std::string(v.status().message()));
       dims[i] = *v;
     }
-    in.problem = AttentionProblem::SelfAttention(dims[0], dims[1], dims[3], dims[5], *dtype, causal, dims[4]);
+    in.problem = AttentionProblem::SelfAttention(dims[0], dims[1], dims[3], dims[5], *dtype, causal,
+                                                 dims[4]);
     if (dims[2] > 0) in.problem.kv_len = dims[2];
   }
   const bool check = args.GetBool("check");
   if (check) {
-    if (auto s = ValidateProblem(in.problem); !s.ok()) return Fail(kExitUsage, std::string(s.message()));
+    if (auto s = ValidateProblem(in.problem); !s.ok())
+      return Fail(kExitUsage, std::string(s.message()));
     const double flops = AttentionFlops(in.problem);
     if (flops > kMaxCheckFlops) {
       return Fail(kExitUsage, absl::StrFormat("--check: %.1f GFLOP is too large for the cpu "
-                                              "reference here (up to %.0f)", flops / 1e9, kMaxCheckFlops / 1e9));
+                                              "reference here (up to %.0f)",
+                                              flops / 1e9, kMaxCheckFlops / 1e9));
     }
     if (files == 0) {
       if (auto s = GenerateLocally(static_cast<uint64_t>(*seed), in); !s.ok()) {
@@ -192,7 +199,8 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
   auto stub = v1::AttentionService::NewStub(MakeChannel(common.target));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(static_cast<int64_t>((common.timeout_s > 0 ? common.timeout_s : 60) * 1e3)));
+                   std::chrono::milliseconds(
+                       static_cast<int64_t>((common.timeout_s > 0 ? common.timeout_s : 60) * 1e3)));
   v1::AttendResponse resp;
   const grpc::Status status = stub->Attend(&ctx, req, &resp);
   if (!status.ok()) {
@@ -205,23 +213,25 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
               {"device", resp.device()},
               {"hostname", resp.hostname()},
               {"replica", ctx.peer()},
-              {"output_shape", {in.problem.batch, in.problem.q_len, in.problem.num_heads,
-                                in.problem.head_dim}},
+              {"output_shape",
+               {in.problem.batch, in.problem.q_len, in.problem.num_heads, in.problem.head_dim}},
               {"dtype", std::string(DTypeName(*dtype))},
               {"queue_ms", t.queue_seconds() * 1e3},
               {"device_ms", t.device_seconds() * 1e3},
               {"total_ms", t.total_seconds() * 1e3}};
   if (common.format != "json") {
-    std::printf("backend:       %s on device %d of %s (%s)\n", resp.backend().c_str(), resp.device(),
-                resp.hostname().c_str(), ctx.peer().c_str());
+    std::printf("backend:       %s on device %d of %s (%s)\n", resp.backend().c_str(),
+                resp.device(), resp.hostname().c_str(), ctx.peer().c_str());
     std::printf("output:        %s %s\n", shape.c_str(), std::string(DTypeName(*dtype)).c_str());
     std::printf("timings (ms):  queue %.4f, device %.4f, total %.4f\n", t.queue_seconds() * 1e3,
                 t.device_seconds() * 1e3, t.total_seconds() * 1e3);
   }
-  const int64_t out_elems = in.problem.batch * in.problem.q_len * in.problem.num_heads * in.problem.head_dim;
+  const int64_t out_elems =
+      in.problem.batch * in.problem.q_len * in.problem.num_heads * in.problem.head_dim;
   if (want_output && static_cast<int64_t>(resp.output().size()) != out_elems * DTypeSize(*dtype)) {
-    return Fail(kExitFailed, absl::StrCat("the server returned ", resp.output().size(),
-                                          " output bytes; expected ", out_elems * DTypeSize(*dtype)));
+    return Fail(kExitFailed,
+                absl::StrCat("the server returned ", resp.output().size(),
+                             " output bytes; expected ", out_elems * DTypeSize(*dtype)));
   }
   int code = kExitOk;
   if (check) {
@@ -233,7 +243,8 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
     const double atol = *dtype == DType::kFloat32 ? 1e-3 : 1e-2;
     const double rtol = *dtype == DType::kFloat32 ? 0 : 1e-2;
     for (int64_t i = 0; i < out_elems; ++i) {
-      const double got = LoadAsDouble(resp.output().data(), *dtype, i), want = (*ref)[static_cast<size_t>(i)];
+      const double got = LoadAsDouble(resp.output().data(), *dtype, i),
+                   want = (*ref)[static_cast<size_t>(i)];
       const double d = std::fabs(got - want);
       max_diff = std::max(max_diff, std::isnan(d) ? INFINITY : d);
       close = close && d <= atol + rtol * std::fabs(want);
@@ -245,17 +256,20 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
     doc["rel_l2_diff"] = rel;
     doc["close"] = close;
     if (common.format != "json") {
-      std::printf("check:         max |%s - cpu reference| %.2e, rel L2 %.2e; outputs close "
-                  "(atol=%g, rtol=%g): %s\n", resp.backend().c_str(), max_diff, rel, atol, rtol,
-                  close ? "True" : "False");
+      std::printf(
+          "check:         max |%s - cpu reference| %.2e, rel L2 %.2e; outputs close "
+          "(atol=%g, rtol=%g): %s\n",
+          resp.backend().c_str(), max_diff, rel, atol, rtol, close ? "True" : "False");
     }
     if (!close) code = kExitFailed;
   }
   if (common.format == "json") std::printf("%s\n", DumpJson(doc).c_str());
   if (args.Has("output")) {
-    NpyArray out = FromDTypeBytes(resp.output(), *dtype,
-                                  {in.problem.batch, in.problem.q_len, in.problem.num_heads, in.problem.head_dim});
-    if (auto w = WriteNpyFile(args.Get("output"), out); !w.ok()) return Fail(kExitFailed, std::string(w.message()));
+    NpyArray out = FromDTypeBytes(
+        resp.output(), *dtype,
+        {in.problem.batch, in.problem.q_len, in.problem.num_heads, in.problem.head_dim});
+    if (auto w = WriteNpyFile(args.Get("output"), out); !w.ok())
+      return Fail(kExitFailed, std::string(w.message()));
     if (common.format != "json") std::printf("wrote:         %s\n", args.Get("output").c_str());
   }
   return code;

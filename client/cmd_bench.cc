@@ -73,7 +73,8 @@ absl::StatusOr<Job> BuildJob(const ParsedArgs& args, const v1::ServerInfo& info)
       return job;
     }
     return absl::InvalidArgumentError(absl::StrCat("--suite: the server has no suite '", suite,
-                                                   "'; it has ", absl::StrJoin(info.suites(), ", ")));
+                                                   "'; it has ",
+                                                   absl::StrJoin(info.suites(), ", ")));
   }
   std::vector<v1::BenchmarkCase>& out = job.cases;
   auto seq = args.GetIntList("seq_lens");
@@ -100,15 +101,21 @@ absl::StatusOr<Job> BuildJob(const ParsedArgs& args, const v1::ServerInfo& info)
   for (const auto& b : backends) {
     if (b != "auto" && !known.count(b)) {
       return absl::InvalidArgumentError(absl::StrCat("--backends: the server has no backend '", b,
-                                                     "'; it has auto, ", absl::StrJoin(known, ", ")));
+                                                     "'; it has auto, ",
+                                                     absl::StrJoin(known, ", ")));
     }
   }
   std::vector<bool> causal;
   const std::string c = args.Get("causal");
-  if (c == "true" || c == "1") causal = {true};
-  else if (c == "false" || c == "0") causal = {false};
-  else if (c == "both") causal = {false, true};
-  else return absl::InvalidArgumentError(absl::StrCat("--causal: expected true, false or both; got '", c, "'"));
+  if (c == "true" || c == "1")
+    causal = {true};
+  else if (c == "false" || c == "0")
+    causal = {false};
+  else if (c == "both")
+    causal = {false, true};
+  else
+    return absl::InvalidArgumentError(
+        absl::StrCat("--causal: expected true, false or both; got '", c, "'"));
   if (dtypes.empty() || backends.empty()) {
     return absl::InvalidArgumentError("--dtypes and --backends: need at least one name each");
   }
@@ -172,7 +179,8 @@ absl::StatusOr<v1::BenchmarkOptions> BuildOptions(const ParsedArgs& args) {
     o.set_rotate_inputs(static_cast<int32_t>(*v));
   }
   auto seed = args.GetInt("seed");
-  if (!seed.ok() || *seed < 0) return absl::InvalidArgumentError("--seed: expected an integer >= 0");
+  if (!seed.ok() || *seed < 0)
+    return absl::InvalidArgumentError("--seed: expected an integer >= 0");
   o.set_seed(static_cast<uint64_t>(*seed));
   o.set_cuda_graph(args.GetBool("graph"));
   o.set_check_numerics(args.GetBool("check"));
@@ -220,9 +228,13 @@ class Dispatcher {
  public:
   Dispatcher(std::shared_ptr<grpc::Channel> channel, Job job,
              std::optional<std::chrono::system_clock::time_point> deadline, Progress& progress)
-      : stub_(v1::AttentionService::NewStub(channel)), cases_(std::move(job.cases)),
-        request_(std::move(job.request)), deadline_(deadline), progress_(progress),
-        sent_(cases_.size(), false), records_(cases_.size()) {}
+      : stub_(v1::AttentionService::NewStub(channel)),
+        cases_(std::move(job.cases)),
+        request_(std::move(job.request)),
+        deadline_(deadline),
+        progress_(progress),
+        sent_(cases_.size(), false),
+        records_(cases_.size()) {}
 
   std::vector<CaseRecord> Run(int workers) {
     std::vector<std::thread> threads;
@@ -276,8 +288,8 @@ class Dispatcher {
 
   void RunOne(size_t i) {
     const v1::BenchmarkCase& c = cases_[i];
-    progress_.Started(absl::StrCat(SeriesLabel(NotRun(c, absl::StatusCode::kOk, "")), " ",
-                                   ProblemLabel(c)));
+    progress_.Started(
+        absl::StrCat(SeriesLabel(NotRun(c, absl::StatusCode::kOk, "")), " ", ProblemLabel(c)));
     CaseRecord record = Call(i);
     progress_.Finished(record);
     records_[i] = std::move(record);
@@ -313,9 +325,9 @@ class Dispatcher {
     record.replica = ctx.peer();
     if (!got) {
       // The code is the status column already; the message is the server's alone.
-      record.result = NotRun(
-          c, status.ok() ? absl::StatusCode::kInternal : FromGrpcCode(status.error_code()),
-          status.ok() ? "the server sent no result" : status.error_message());
+      record.result =
+          NotRun(c, status.ok() ? absl::StatusCode::kInternal : FromGrpcCode(status.error_code()),
+                 status.ok() ? "the server sent no result" : status.error_message());
       record.result.set_index(static_cast<int32_t>(i));
       record.result.set_total(static_cast<int32_t>(cases_.size()));
     }
@@ -357,9 +369,12 @@ std::vector<OptionSpec> BenchSpecs() {
       {"graph", "", "", "time CUDA-graph replays (no launch overhead)"},
       {"check", "", "", "compare every output with the float64 reference (numerics columns)"},
       {"autotune", "", "", "let backends with several plans time them"},
-      {"fp8_margin", "N", "", "cudnn_fp8 recipe: scale = (448 / amax) / 2^margin (server default: 0)"},
-      {"fp8_amax_history_len", "N", "", "cudnn_fp8 recipe: calls of amax history (server default: 1024)"},
-      {"fp8_amax_compute_algo", "ALGO", "", "cudnn_fp8 recipe: max or most_recent (server default: max)"},
+      {"fp8_margin", "N", "",
+       "cudnn_fp8 recipe: scale = (448 / amax) / 2^margin (server default: 0)"},
+      {"fp8_amax_history_len", "N", "",
+       "cudnn_fp8 recipe: calls of amax history (server default: 1024)"},
+      {"fp8_amax_compute_algo", "ALGO", "",
+       "cudnn_fp8 recipe: max or most_recent (server default: max)"},
       {"device", "N", "-1", "the server's device index; -1: the least busy"},
       {"parallel", "N", "0", "cases in flight at once; 0: one per replica of --target"},
       {"out", "DIR", "", "write DIR/results.csv, DIR/results.json and DIR/report.html"},
@@ -395,7 +410,8 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
   report.options = *options;
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(deadline.value_or(std::chrono::system_clock::now() + std::chrono::seconds(30)));
+    ctx.set_deadline(
+        deadline.value_or(std::chrono::system_clock::now() + std::chrono::seconds(30)));
     const grpc::Status s = v1::AttentionService::NewStub(channel)->GetServerInfo(
         &ctx, v1::GetServerInfoRequest(), &report.server);
     if (!s.ok()) return Fail(kExitFailed, DescribeRpcError(s, ctx, common.target.tls));
@@ -413,27 +429,32 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
   Progress progress(static_cast<int>(job->cases.size()), bar, progress_out);
   const int workers = static_cast<int>(std::min<int64_t>(
       *parallel > 0 ? *parallel : common.target.replicas, static_cast<int64_t>(job->cases.size())));
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = OnSigint;
   sigaction(SIGINT, &sa, nullptr);
   Dispatcher dispatcher(channel, *std::move(job), deadline, progress);
   report.cases = dispatcher.Run(std::max(1, workers));
   progress.Close();
   if (progress_out != stderr) std::fclose(progress_out);
-  report.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  if (common.format == "table") std::fputs(RenderTables(report).c_str(), stdout);
-  else if (common.format == "csv") std::fputs(RenderCsv(report).c_str(), stdout);
-  else std::fputs(RenderJson(report).c_str(), stdout);
+  if (common.format == "table")
+    std::fputs(RenderTables(report).c_str(), stdout);
+  else if (common.format == "csv")
+    std::fputs(RenderCsv(report).c_str(), stdout);
+  else
+    std::fputs(RenderJson(report).c_str(), stdout);
   std::fflush(stdout);
   if (args.Has("out")) {
     const std::string dir = args.Get("out");
     if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
       return Fail(kExitFailed, absl::StrCat("--out ", dir, ": cannot create the directory"));
     }
-    for (const auto& [name, text] : {std::pair<std::string, std::string>{"results.csv", RenderCsv(report)},
-                                     {"results.json", RenderJson(report)},
-                                     {"report.html", RenderHtml(report)}}) {
+    for (const auto& [name, text] :
+         {std::pair<std::string, std::string>{"results.csv", RenderCsv(report)},
+          {"results.json", RenderJson(report)},
+          {"report.html", RenderHtml(report)}}) {
       if (auto s = WriteFile(dir + "/" + name, text); !s.ok()) {
         return Fail(kExitFailed, std::string(s.message()));
       }
@@ -450,10 +471,11 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
   // out of its rules) is a usage error, as it is for attend.
   const Tally tally = Count(report.cases);
   if (tally.failed == 0) return kExitOk;
-  const bool all_invalid = std::all_of(report.cases.begin(), report.cases.end(), [](const CaseRecord& c) {
-    return IsOk(c.result) || IsUnsupported(c.result) ||
-           StatusOf(c.result) == absl::StatusCode::kInvalidArgument;
-  });
+  const bool all_invalid =
+      std::all_of(report.cases.begin(), report.cases.end(), [](const CaseRecord& c) {
+        return IsOk(c.result) || IsUnsupported(c.result) ||
+               StatusOf(c.result) == absl::StatusCode::kInvalidArgument;
+      });
   return all_invalid ? kExitUsage : kExitFailed;
 }
 

@@ -1,9 +1,9 @@
 // attn-client info and health, and the options every subcommand shares.
+#include <google/protobuf/util/json_util.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -36,7 +36,8 @@ std::vector<OptionSpec> CommonSpecs() {
        "a label for your calls (with tokens the server queues by your token's participant; "
        "without, by this or the connection's address)"},
       {"tls", "", "false", "speak TLS, trusting the system's root certificates"},
-      {"tls_ca_file", "FILE", "", "speak TLS, trusting the CA certificate (PEM) in FILE, e.g. the workshop's cohort-ca.crt"},
+      {"tls_ca_file", "FILE", "",
+       "speak TLS, trusting the CA certificate (PEM) in FILE, e.g. the workshop's cohort-ca.crt"},
       {"token", "TOKEN", "", "bearer token sent with every call (default: $ATTN_TOKEN)"},
   };
 }
@@ -52,7 +53,8 @@ namespace {
 
 std::chrono::system_clock::time_point Deadline(const CommonOptions& common) {
   return std::chrono::system_clock::now() +
-         std::chrono::milliseconds(static_cast<int64_t>((common.timeout_s > 0 ? common.timeout_s : 60) * 1e3));
+         std::chrono::milliseconds(
+             static_cast<int64_t>((common.timeout_s > 0 ? common.timeout_s : 60) * 1e3));
 }
 
 }  // namespace
@@ -75,26 +77,28 @@ int RunInfo(const CommonOptions& common, const ParsedArgs&) {
     return kExitOk;
   }
   if (common.format == "csv") return Fail(kExitUsage, "--format=csv: info prints table or json");
-  std::printf("server:   attn-server %s on %s (%s)\n", info.version().c_str(), info.hostname().c_str(),
-              ctx.peer().c_str());
+  std::printf("server:   attn-server %s on %s (%s)\n", info.version().c_str(),
+              info.hostname().c_str(), ctx.peer().c_str());
   std::printf("CUDA:     runtime %s, driver supports %s; cuDNN %s\n",
               info.cuda_runtime_version() ? absl::StrCat(info.cuda_runtime_version()).c_str() : "-",
               info.cuda_driver_version() ? absl::StrCat(info.cuda_driver_version()).c_str() : "-",
               info.cudnn_version().empty() ? "-" : info.cudnn_version().c_str());
-  if (info.cpu_fallback() || !info.note().empty()) std::printf("note:     %s\n", info.note().c_str());
+  if (info.cpu_fallback() || !info.note().empty())
+    std::printf("note:     %s\n", info.note().c_str());
   std::printf("suites:   %s\n\n", absl::StrJoin(info.suites(), ", ").c_str());
   TextTable devices;
   devices.title = "Devices";
-  devices.headers = {"Index", "Kind", "Name", "CC", "Memory (GiB)", "Arena (GiB)", "Workers", "SMs/threads"};
+  devices.headers = {"Index",        "Kind",        "Name",    "CC",
+                     "Memory (GiB)", "Arena (GiB)", "Workers", "SMs/threads"};
   devices.right_aligned = {true, false, false, true, true, true, true, true};
   for (const auto& d : info.devices()) {
-    devices.rows.push_back({absl::StrCat(d.index()), d.kind(), d.name(),
-                            d.compute_capability() ? absl::StrFormat("%.1f", d.compute_capability() / 10.0) : "-",
-                            d.total_memory_bytes() > 0
-                                ? absl::StrFormat("%.1f", d.total_memory_bytes() / 1073741824.0)
-                                : "-",
-                            absl::StrFormat("%.2f", d.arena_bytes() / 1073741824.0),
-                            absl::StrCat(d.workers()), absl::StrCat(d.multiprocessors())});
+    devices.rows.push_back(
+        {absl::StrCat(d.index()), d.kind(), d.name(),
+         d.compute_capability() ? absl::StrFormat("%.1f", d.compute_capability() / 10.0) : "-",
+         d.total_memory_bytes() > 0 ? absl::StrFormat("%.1f", d.total_memory_bytes() / 1073741824.0)
+                                    : "-",
+         absl::StrFormat("%.2f", d.arena_bytes() / 1073741824.0), absl::StrCat(d.workers()),
+         absl::StrCat(d.multiprocessors())});
   }
   std::printf("%s\n", devices.Render().c_str());
   TextTable backends;
@@ -106,10 +110,11 @@ int RunInfo(const CommonOptions& common, const ParsedArgs&) {
   }
   std::printf("%s\n", backends.Render().c_str());
   const v1::Limits& l = info.limits();
-  std::printf("limits:   request %.0f MiB (q+k+v, and the output), queue %d per device, %d cases "
-              "per job, warmup <= %d, repeats <= %d, case budget <= %.0f s, default deadline %.0f s\n",
-              l.max_request_bytes() / 1048576.0, l.queue_depth(), l.max_cases(), l.max_warmup(),
-              l.max_repeats(), l.max_case_budget_seconds(), l.default_deadline_seconds());
+  std::printf(
+      "limits:   request %.0f MiB (q+k+v, and the output), queue %d per device, %d cases "
+      "per job, warmup <= %d, repeats <= %d, case budget <= %.0f s, default deadline %.0f s\n",
+      l.max_request_bytes() / 1048576.0, l.queue_depth(), l.max_cases(), l.max_warmup(),
+      l.max_repeats(), l.max_case_budget_seconds(), l.default_deadline_seconds());
   return kExitOk;
 }
 
@@ -127,11 +132,13 @@ int RunHealth(const CommonOptions& common, const ParsedArgs& args) {
     const grpc::Status status = stub->Check(&ctx, req, &resp);
     const std::string label = service.empty() ? "server" : service;
     if (!status.ok()) {
-      std::printf("%s: %s\n", label.c_str(), DescribeRpcError(status, ctx, common.target.tls).c_str());
+      std::printf("%s: %s\n", label.c_str(),
+                  DescribeRpcError(status, ctx, common.target.tls).c_str());
       all_serving = false;
       continue;
     }
-    const std::string state = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
+    const std::string state =
+        grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
     std::printf("%s: %s (%s)\n", label.c_str(), state.c_str(), ctx.peer().c_str());
     all_serving = all_serving && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
   }

@@ -16,9 +16,9 @@ inline constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitInterrup
 struct CommonOptions {
   std::string target_spec;  // --target as given
   Target target;
-  double timeout_s = 0;     // --timeout; 0: none (bench) / 60 s (other calls)
-  std::string format;       // --format: table, csv, json
-  std::string client_id;    // --client_id: the server's fairness key
+  double timeout_s = 0;   // --timeout; 0: none (bench) / 60 s (other calls)
+  std::string format;     // --format: table, csv, json
+  std::string client_id;  // --client_id: the server's fairness key
 };
 
 // The options shared by every subcommand (--target, --timeout, --format, --client_id).

@@ -1,7 +1,6 @@
 #include "client/connection.h"
 
 #include <grpcpp/support/client_interceptor.h>
-
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -30,7 +29,8 @@ absl::Status SplitHostPort(const std::string& spec, const std::string& item, std
   }
   host = item.substr(0, colon);
   port = item.substr(colon + 1);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   return absl::OkStatus();
 }
 
@@ -56,7 +56,8 @@ std::vector<std::pair<int, std::string>> Resolve(const std::string& host, const 
 }  // namespace
 
 absl::StatusOr<Target> ParseTarget(const std::string& spec) {
-  if (spec.empty()) return Bad(spec, "empty; expected host:port, a comma list, or dns:///name:port");
+  if (spec.empty())
+    return Bad(spec, "empty; expected host:port, a comma list, or dns:///name:port");
   Target t;
   if (absl::StartsWith(spec, "dns:")) {
     t.uri = spec;
@@ -84,8 +85,10 @@ absl::StatusOr<Target> ParseTarget(const std::string& spec) {
     if (addresses.empty()) return Bad(spec, absl::StrCat("'", host, "' does not resolve"));
     // The first address of each host: one replica per listed item.
     const auto& [family, address] = addresses.front();
-    if (family == AF_INET6) v6.push_back(absl::StrCat("[", address, "]:", port));
-    else v4.push_back(absl::StrCat(address, ":", port));
+    if (family == AF_INET6)
+      v6.push_back(absl::StrCat("[", address, "]:", port));
+    else
+      v4.push_back(absl::StrCat(address, ":", port));
   }
   if (!v4.empty() && !v6.empty()) {
     return Bad(spec, "mixes IPv4 and IPv6 hosts; gRPC's static lists take one family");
@@ -117,7 +120,8 @@ class BearerToken final : public grpc::experimental::Interceptor {
 class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
   explicit BearerTokenFactory(std::string token) : token_(std::move(token)) {}
-  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
     return new BearerToken(token_);
   }
 
@@ -139,7 +143,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const Target& target) {
     credentials = grpc::SslCredentials(ssl);
   }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
-  if (!target.token.empty()) interceptors.push_back(std::make_unique<BearerTokenFactory>(target.token));
+  if (!target.token.empty())
+    interceptors.push_back(std::make_unique<BearerTokenFactory>(target.token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(target.uri, credentials, args,
                                                                  std::move(interceptors));
 }
@@ -150,19 +155,22 @@ std::string DescribeRpcError(const grpc::Status& status, const std::string& peer
   std::string message = status.error_message();
   if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
   std::string hint;
-  const bool handshake = absl::StrContains(message, "Handshake") || absl::StrContains(message, "SSL") ||
-                         absl::StrContains(message, "ssl") || absl::StrContains(message, "certificate");
+  const bool handshake = absl::StrContains(message, "Handshake") ||
+                         absl::StrContains(message, "SSL") || absl::StrContains(message, "ssl") ||
+                         absl::StrContains(message, "certificate");
   if (status.error_code() == grpc::UNAVAILABLE && tls && handshake) {
-    hint = "; the TLS handshake failed: give the CA that signed the server's certificate with "
-           "--tls_ca_file and a --target host the certificate names (or drop --tls for a "
-           "plaintext server)";
+    hint =
+        "; the TLS handshake failed: give the CA that signed the server's certificate with "
+        "--tls_ca_file and a --target host the certificate names (or drop --tls for a "
+        "plaintext server)";
   } else if (status.error_code() == grpc::UNAVAILABLE && !tls &&
              (absl::StrContains(message, "Socket closed") || absl::StrContains(message, "reset") ||
               absl::StrContains(message, "failed to connect"))) {
-    hint = "; is attn-server running there, and does it speak TLS? (check --target; for a TLS "
-           "server add --tls or --tls_ca_file=CA.pem)";
-  } else if (status.error_code() == grpc::UNAVAILABLE && !absl::StrContains(message, "shutting down") &&
-             !absl::StrContains(message, "queue")) {
+    hint =
+        "; is attn-server running there, and does it speak TLS? (check --target; for a TLS "
+        "server add --tls or --tls_ca_file=CA.pem)";
+  } else if (status.error_code() == grpc::UNAVAILABLE &&
+             !absl::StrContains(message, "shutting down") && !absl::StrContains(message, "queue")) {
     hint = "; is attn-server running there? (check --target)";
   } else if (status.error_code() == grpc::DEADLINE_EXCEEDED) {
     hint = "; raise --timeout for long jobs";

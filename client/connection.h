@@ -4,17 +4,18 @@
 // name); bench runs as many cases at once as there are replicas.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 
 namespace attn::client {
 
 struct Target {
-  std::string uri;   // what the channel dials: "host:port", "ipv4:10.0.0.1:1,10.0.0.2:2", "dns:///..."
+  std::string
+      uri;  // what the channel dials: "host:port", "ipv4:10.0.0.1:1,10.0.0.2:2", "dns:///..."
   int replicas = 1;  // addresses behind it (resolved here for comma lists and dns:///)
   // TLS (--tls, --tls_ca_file): verify the server's certificate against tls_ca_pem, or the
   // system's roots when empty.

@@ -26,20 +26,29 @@ const Subcommand kSubcommands[] = {
      attn::client::InfoSpecs},
     {"health", "grpc.health.v1 status of the server and of attention.v1.AttentionService",
      attn::client::HealthSpecs},
-    {"attend", "one attention call: inputs from a seed or .npy files, output to .npy, --check "
-               "against the local CPU reference", attn::client::AttendSpecs},
-    {"bench", "a benchmark job (a named suite or axes), as the codelab's tables, CSV/JSON, and "
-              "--out DIR for results.csv, results.json and report.html", attn::client::BenchSpecs},
+    {"attend",
+     "one attention call: inputs from a seed or .npy files, output to .npy, --check "
+     "against the local CPU reference",
+     attn::client::AttendSpecs},
+    {"bench",
+     "a benchmark job (a named suite or axes), as the codelab's tables, CSV/JSON, and "
+     "--out DIR for results.csv, results.json and report.html",
+     attn::client::BenchSpecs},
 };
 
 std::string Usage() {
   std::string out =
       "usage: attn-client [--target=HOST:PORT] <subcommand> [options]\n\n"
       "The thin client of attn-server (the attention service). Subcommands:\n";
-  for (const auto& s : kSubcommands) out += absl::StrCat("  ", s.name, std::string(9 - std::string(s.name).size(), ' '), s.summary, "\n");
-  out += "\nOptions every subcommand takes:\n" + attn::client::OptionsHelp(attn::client::CommonSpecs());
-  out += "\nExit codes: 0 all ok; 1 a call or a case failed; 2 the command line was wrong; 130 interrupted.\n"
-         "`attn-client <subcommand> --help` lists its options.\n";
+  for (const auto& s : kSubcommands)
+    out += absl::StrCat("  ", s.name, std::string(9 - std::string(s.name).size(), ' '), s.summary,
+                        "\n");
+  out += "\nOptions every subcommand takes:\n" +
+         attn::client::OptionsHelp(attn::client::CommonSpecs());
+  out +=
+      "\nExit codes: 0 all ok; 1 a call or a case failed; 2 the command line was wrong; 130 "
+      "interrupted.\n"
+      "`attn-client <subcommand> --help` lists its options.\n";
   return out;
 }
 
@@ -83,7 +92,8 @@ int main(int argc, char** argv) {
   for (auto& s : sub->specs()) specs.push_back(s);
   auto parsed = ParseArgs(specs, args);
   if (!parsed.ok()) {
-    return Fail(kExitUsage, absl::StrCat(parsed.status().message(), "; see attn-client ", name, " --help"));
+    return Fail(kExitUsage,
+                absl::StrCat(parsed.status().message(), "; see attn-client ", name, " --help"));
   }
   if (parsed->GetBool("help")) {
     std::printf("usage: attn-client %s [options]\n\n%s.\n\nOptions:\n%s", sub->name, sub->summary,
@@ -91,9 +101,9 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (!parsed->positional().empty()) {
-    return Fail(kExitUsage, absl::StrCat("unexpected argument '", parsed->positional().front(),
-                                         "'; options are --name=value (see attn-client ", name,
-                                         " --help)"));
+    return Fail(kExitUsage,
+                absl::StrCat("unexpected argument '", parsed->positional().front(),
+                             "'; options are --name=value (see attn-client ", name, " --help)"));
   }
   CommonOptions common;
   common.target_spec = parsed->Get("target");
@@ -107,7 +117,8 @@ int main(int argc, char** argv) {
   common.timeout_s = *timeout;
   common.format = parsed->Get("format");
   if (common.format != "table" && common.format != "csv" && common.format != "json") {
-    return Fail(kExitUsage, absl::StrCat("--format: expected table, csv or json; got '", common.format, "'"));
+    return Fail(kExitUsage,
+                absl::StrCat("--format: expected table, csv or json; got '", common.format, "'"));
   }
   common.client_id = parsed->Get("client_id");
   common.target.tls = parsed->GetBool("tls") || !parsed->Get("tls_ca_file").empty();
@@ -116,12 +127,14 @@ int main(int argc, char** argv) {
     std::stringstream pem;
     pem << f.rdbuf();
     if (!f || pem.str().find("-----BEGIN CERTIFICATE") == std::string::npos) {
-      return Fail(kExitUsage, absl::StrCat("--tls_ca_file: '", ca, "' is not a readable PEM certificate"));
+      return Fail(kExitUsage,
+                  absl::StrCat("--tls_ca_file: '", ca, "' is not a readable PEM certificate"));
     }
     common.target.tls_ca_pem = pem.str();
   }
   const char* env_token = std::getenv("ATTN_TOKEN");
-  common.target.token = parsed->Has("token") ? parsed->Get("token") : (env_token != nullptr ? env_token : "");
+  common.target.token =
+      parsed->Has("token") ? parsed->Get("token") : (env_token != nullptr ? env_token : "");
   if (name == "info") return RunInfo(common, *parsed);
   if (name == "health") return RunHealth(common, *parsed);
   if (name == "attend") return RunAttend(common, *parsed);

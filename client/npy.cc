@@ -56,10 +56,14 @@ absl::StatusOr<std::string> DictValue(absl::string_view header, absl::string_vie
 
 absl::string_view NpyTypeName(NpyType type) {
   switch (type) {
-    case NpyType::kFloat64: return "float64";
-    case NpyType::kFloat32: return "float32";
-    case NpyType::kFloat16: return "float16";
-    case NpyType::kBFloat16: return "bfloat16";
+    case NpyType::kFloat64:
+      return "float64";
+    case NpyType::kFloat32:
+      return "float32";
+    case NpyType::kFloat16:
+      return "float16";
+    case NpyType::kBFloat16:
+      return "bfloat16";
   }
   return "?";
 }
@@ -81,13 +85,16 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view wha
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) return Bad(what, "truncated header");
-    for (int i = 0; i < 4; ++i) header_len |= size_t{static_cast<unsigned char>(bytes[8 + i])} << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= size_t{static_cast<unsigned char>(bytes[8 + i])} << (8 * i);
     offset = 12;
   } else {
-    return Bad(what, absl::StrCat("unsupported .npy format version ", major, " (1, 2 and 3 are read)"));
+    return Bad(what,
+               absl::StrCat("unsupported .npy format version ", major, " (1, 2 and 3 are read)"));
   }
   if (header_len > kMaxHeaderBytes || offset + header_len > bytes.size()) {
-    return Bad(what, absl::StrCat("header of ", header_len, " bytes runs past the end of the file"));
+    return Bad(what,
+               absl::StrCat("header of ", header_len, " bytes runs past the end of the file"));
   }
   const absl::string_view header = bytes.substr(offset, header_len);
   NpyArray out;
@@ -100,13 +107,18 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view wha
     order = kind[0] == '=' ? '<' : kind[0];
     kind = kind.substr(1);
   }
-  if (kind == "f8") out.type = NpyType::kFloat64;
-  else if (kind == "f4") out.type = NpyType::kFloat32;
-  else if (kind == "f2") out.type = NpyType::kFloat16;
-  else if (kind == "V2" || kind == "bfloat16") out.type = NpyType::kBFloat16;
+  if (kind == "f8")
+    out.type = NpyType::kFloat64;
+  else if (kind == "f4")
+    out.type = NpyType::kFloat32;
+  else if (kind == "f2")
+    out.type = NpyType::kFloat16;
+  else if (kind == "V2" || kind == "bfloat16")
+    out.type = NpyType::kBFloat16;
   else {
-    return Bad(what, absl::StrCat("dtype '", *descr,
-                                  "' is not supported; expected float64, float32, float16 or bfloat16"));
+    return Bad(what,
+               absl::StrCat("dtype '", *descr,
+                            "' is not supported; expected float64, float32, float16 or bfloat16"));
   }
 
   auto fortran = DictValue(header, "fortran_order", what);
@@ -121,7 +133,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view wha
   for (absl::string_view d : absl::StrSplit(*shape, ',', absl::SkipWhitespace())) {
     int64_t v = 0;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(d), &v) || v < 0) {
-      return Bad(what, absl::StrCat("shape (", *shape, ") is not a tuple of non-negative integers"));
+      return Bad(what,
+                 absl::StrCat("shape (", *shape, ") is not a tuple of non-negative integers"));
     }
     if (v > 0 && count > std::numeric_limits<int64_t>::max() / 8 / v) {
       return Bad(what, absl::StrCat("shape (", *shape, ") is too large"));
@@ -188,10 +201,26 @@ absl::Status WriteNpyFile(const std::string& path, const NpyArray& array) {
 double NpyElement(const NpyArray& a, int64_t i) {
   const char* p = a.data.data() + i * ItemSize(a.type);
   switch (a.type) {
-    case NpyType::kFloat64: { double v; std::memcpy(&v, p, 8); return v; }
-    case NpyType::kFloat32: { float v; std::memcpy(&v, p, 4); return v; }
-    case NpyType::kFloat16: { uint16_t v; std::memcpy(&v, p, 2); return Float16BitsToFloat(v); }
-    case NpyType::kBFloat16: { uint16_t v; std::memcpy(&v, p, 2); return BFloat16BitsToFloat(v); }
+    case NpyType::kFloat64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case NpyType::kFloat32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case NpyType::kFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return Float16BitsToFloat(v);
+    }
+    case NpyType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return BFloat16BitsToFloat(v);
+    }
   }
   return 0;
 }

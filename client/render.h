@@ -3,11 +3,10 @@
 // compare them with golden files.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "client/report.h"
 

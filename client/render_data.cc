@@ -92,10 +92,15 @@ std::vector<std::pair<std::string, Json>> CaseColumns(const CaseRecord& record) 
   auto fp8_num = [&](double v) { return fp8 ? Number(v) : Json(nullptr); };
   columns.push_back({"fp8_recipe", fp8 ? Json(f.recipe()) : Json(nullptr)});
   const std::pair<const char*, const v1::Fp8Values*> groups[] = {
-      {"fp8_scale_", &f.scales_used()}, {"fp8_amax_", &f.amaxes_seen()}, {"fp8_next_scale_", &f.next_scales()}};
+      {"fp8_scale_", &f.scales_used()},
+      {"fp8_amax_", &f.amaxes_seen()},
+      {"fp8_next_scale_", &f.next_scales()}};
   for (const auto& [prefix, values] : groups) {
-    for (const auto& [tensor, v] : {std::pair<const char*, double>{"q", values->q()}, {"k", values->k()},
-                                    {"v", values->v()}, {"s", values->s()}, {"o", values->o()}}) {
+    for (const auto& [tensor, v] : {std::pair<const char*, double>{"q", values->q()},
+                                    {"k", values->k()},
+                                    {"v", values->v()},
+                                    {"s", values->s()},
+                                    {"o", values->o()}}) {
       columns.push_back({absl::StrCat(prefix, tensor), fp8_num(v)});
     }
   }
@@ -154,13 +159,13 @@ std::string RenderJson(const Report& report) {
                    {"cpu_fallback", info.cpu_fallback()},
                    {"devices", devices},
                    {"backends", backends}};
-  doc["options"] = {
-      {"warmup", o.has_warmup() ? Json(o.warmup()) : Json(nullptr)},
-      {"repeats", o.has_repeats() ? Json(o.repeats()) : Json(nullptr)},
-      {"case_budget_seconds", o.has_case_budget_seconds() ? Number(o.case_budget_seconds()) : Json(nullptr)},
-      {"seed", o.seed()},
-      {"cuda_graph", o.cuda_graph()},
-      {"check_numerics", o.check_numerics()}};
+  doc["options"] = {{"warmup", o.has_warmup() ? Json(o.warmup()) : Json(nullptr)},
+                    {"repeats", o.has_repeats() ? Json(o.repeats()) : Json(nullptr)},
+                    {"case_budget_seconds",
+                     o.has_case_budget_seconds() ? Number(o.case_budget_seconds()) : Json(nullptr)},
+                    {"seed", o.seed()},
+                    {"cuda_graph", o.cuda_graph()},
+                    {"check_numerics", o.check_numerics()}};
   doc["summary"] = {{"cases", report.cases.size()},
                     {"ok", tally.ok},
                     {"unsupported", tally.unsupported},

@@ -86,11 +86,15 @@ std::string Variants(const SectionView& s) {
   for (const CaseRecord* c : s.cases) {
     const v1::Shape& shape = c->result.case_().shape();
     const int64_t k = KvHeads(shape);
-    rows.push_back({k == shape.num_heads() ? "MHA" : k == 1 ? "MQA" : "GQA", QShape(shape),
-                    KShape(shape), KShape(shape), QShape(shape), SeriesLabel(c->result), Median(*c)});
+    rows.push_back({k == shape.num_heads() ? "MHA"
+                    : k == 1               ? "MQA"
+                                           : "GQA",
+                    QShape(shape), KShape(shape), KShape(shape), QShape(shape),
+                    SeriesLabel(c->result), Median(*c)});
   }
   return absl::StrCat(
-      "<section>\n<h2>", HtmlEscape(s.title), "</h2>\n<p>Every row should produce the same output "
+      "<section>\n<h2>", HtmlEscape(s.title),
+      "</h2>\n<p>Every row should produce the same output "
       "shape while K and V shrink from N heads to 1.</p>\n",
       Table({"Pattern", "Q shape", "K shape", "V shape", "Output shape", "Backend", "Median (ms)"},
             rows, {6}),
@@ -114,9 +118,10 @@ std::string Correctness(const Report& report) {
     return "<section>\n<h2>Correctness</h2>\n<p>No case checked its numerics (run with "
            "--check).</p>\n</section>\n";
   }
-  std::string out = absl::StrCat(
-      "<section>\n<h2>Correctness against the reference</h2>\n",
-      Table({"Section", "Backend", "Problem", "Max |err|", "Rel L2 err", "Reference"}, rows, {3, 4}));
+  std::string out =
+      absl::StrCat("<section>\n<h2>Correctness against the reference</h2>\n",
+                   Table({"Section", "Backend", "Problem", "Max |err|", "Rel L2 err", "Reference"},
+                         rows, {3, 4}));
   if (!causal.empty()) {
     absl::StrAppend(&out,
                     "<h3>Causal masking effect on attention output</h3>\n<p>Max diff, causal vs "
@@ -144,7 +149,8 @@ std::string Fp8(const Report& report) {
     for (const auto& c : report.cases) {
       const v1::BenchmarkCase& a = c.result.case_();
       const v1::BenchmarkCase& b = f->result.case_();
-      if (a.section() == b.section() && a.shape().SerializeAsString() == b.shape().SerializeAsString() &&
+      if (a.section() == b.section() &&
+          a.shape().SerializeAsString() == b.shape().SerializeAsString() &&
           a.causal() == b.causal() &&
           (TakesFp8Recipe(report.server, a.backend()) || a.dtype() != v1::FLOAT32)) {
         group.push_back(&c);
@@ -158,9 +164,10 @@ std::string Fp8(const Report& report) {
     }
     if (chart.bars.size() > 1) out += chart.Render();
   }
-  absl::StrAppend(&out, Table({"Backend", "Problem", "Median (ms)", "Max |err|", "Reference / reason"},
-                              rows, {2, 3}),
-                  Why(fp8));
+  absl::StrAppend(
+      &out,
+      Table({"Backend", "Problem", "Median (ms)", "Max |err|", "Reference / reason"}, rows, {2, 3}),
+      Why(fp8));
   // The delayed-scaling state each FP8 case ended with.
   std::vector<std::vector<std::string>> recipe;
   auto five = [](const v1::Fp8Values& v) {
@@ -169,14 +176,14 @@ std::string Fp8(const Report& report) {
   for (const CaseRecord* f : fp8) {
     if (!IsOk(*f) || !f->result.has_fp8()) continue;
     const v1::Fp8Report& r = f->result.fp8();
-    recipe.push_back({ProblemLabel(f->result.case_()), r.recipe(), five(r.scales_used()), five(r.amaxes_seen()),
-                      r.quantize_ms() >= 0 ? FormatMs(r.quantize_ms()) : "-",
+    recipe.push_back({ProblemLabel(f->result.case_()), r.recipe(), five(r.scales_used()),
+                      five(r.amaxes_seen()), r.quantize_ms() >= 0 ? FormatMs(r.quantize_ms()) : "-",
                       r.max_diff_vs_cudnn() >= 0 ? FormatError(r.max_diff_vs_cudnn()) : "-"});
   }
   if (!recipe.empty()) {
     absl::StrAppend(&out, "<h3>Delayed scaling (TransformerEngine recipe)</h3>\n",
-                    Table({"Problem", "Recipe", "Scales used (q / k / v / s / o)", "Amaxes seen (q / k / v / s / o)",
-                           "Quantise (ms)", "Max |bf16 - FP8|"},
+                    Table({"Problem", "Recipe", "Scales used (q / k / v / s / o)",
+                           "Amaxes seen (q / k / v / s / o)", "Quantise (ms)", "Max |bf16 - FP8|"},
                           recipe, {4, 5}));
   }
   out += "</section>\n";
@@ -189,14 +196,15 @@ std::string AllCases(const Report& report) {
     const v1::CaseResult& r = c.result;
     rows.push_back({absl::StrCat(r.index()), r.case_().section(), SeriesLabel(r),
                     ProblemLabel(r.case_()), StatusName(r), Median(c),
-                    IsOk(c) ? FormatMs(r.stats().p10_ms()) : "", IsOk(c) ? FormatMs(r.stats().p90_ms()) : "",
+                    IsOk(c) ? FormatMs(r.stats().p10_ms()) : "",
+                    IsOk(c) ? FormatMs(r.stats().p90_ms()) : "",
                     IsOk(c) ? absl::StrFormat("%.2f", r.tflops()) : "",
                     IsOk(c) ? absl::StrCat(r.stats().count()) : "",
                     absl::StrCat(r.hostname(), c.replica.empty() ? "" : " (" + c.replica + ")")});
   }
   return absl::StrCat("<section>\n<h2>Every case</h2>\n",
-                      Table({"#", "Section", "Backend", "Problem", "Status", "Median (ms)", "p10 (ms)",
-                             "p90 (ms)", "TFLOP/s", "Repeats", "Served by"},
+                      Table({"#", "Section", "Backend", "Problem", "Status", "Median (ms)",
+                             "p10 (ms)", "p90 (ms)", "TFLOP/s", "Repeats", "Served by"},
                             rows, {0, 5, 6, 7, 8, 9}),
                       "</section>\n");
 }
@@ -220,7 +228,8 @@ std::string RenderHtml(const Report& report) {
   const v1::ServerInfo& info = report.server;
   const Tally tally = Count(report.cases);
   std::string devices;
-  for (const auto& d : info.devices()) absl::StrAppend(&devices, devices.empty() ? "" : ", ", d.name());
+  for (const auto& d : info.devices())
+    absl::StrAppend(&devices, devices.empty() ? "" : ", ", d.name());
   std::vector<std::vector<std::string>> meta = {
       {"Command", report.command},
       {"Target", report.target},
@@ -233,13 +242,15 @@ std::string RenderHtml(const Report& report) {
       {"Cases", absl::StrFormat("%d: %d ok, %d unsupported, %d failed, in %.1f s",
                                 static_cast<int>(report.cases.size()), tally.ok, tally.unsupported,
                                 tally.failed, report.wall_seconds)},
-      {"Timing", report.cases.empty() ? "-" : report.cases.front().result.timing() +
-                                                  "; medians of device time per call; * the case "
-                                                  "budget cut its repeats"},
+      {"Timing", report.cases.empty() ? "-"
+                                      : report.cases.front().result.timing() +
+                                            "; medians of device time per call; * the case "
+                                            "budget cut its repeats"},
   };
   if (info.cpu_fallback()) meta.push_back({"Note", info.note()});
   std::string out = absl::StrCat(
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>attn benchmark "
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>attn "
+      "benchmark "
       "report</title>\n",
       kStyle, "</head>\n<body>\n<h1>attn benchmark report</h1>\n<div class=\"meta\">",
       Table({"", ""}, meta), "</div>\n");
@@ -254,8 +265,10 @@ std::string RenderHtml(const Report& report) {
                     chart.Render(), "</section>\n");
   }
   for (const SectionView& s : Sections(report.cases)) {
-    if (s.kind == SectionKind::kSeqSweep || s.kind == SectionKind::kBatchSweep) out += Sweep(s);
-    else if (s.kind == SectionKind::kVariants) out += Variants(s);
+    if (s.kind == SectionKind::kSeqSweep || s.kind == SectionKind::kBatchSweep)
+      out += Sweep(s);
+    else if (s.kind == SectionKind::kVariants)
+      out += Variants(s);
   }
   absl::StrAppend(&out, Correctness(report), Fp8(report), AllCases(report), "</body>\n</html>\n");
   return out;

@@ -16,7 +16,8 @@ bool IsOk(const CaseRecord& c) { return client::IsOk(c.result); }
 std::string Cell(const CaseRecord* c, std::vector<std::string>& notes, std::set<std::string>& seen,
                  const std::string& series) {
   if (c == nullptr) return "";
-  if (IsOk(*c)) return FormatMs(c->result.stats().median_ms()) + (c->result.budget_cut() ? "*" : "");
+  if (IsOk(*c))
+    return FormatMs(c->result.stats().median_ms()) + (c->result.budget_cut() ? "*" : "");
   const bool unsupported = IsUnsupported(c->result);
   const std::string note = absl::StrCat("  ", unsupported ? "n/a" : StatusName(c->result), "  ",
                                         series, ": ", c->result.message());
@@ -53,7 +54,8 @@ std::string Pattern(const v1::Shape& shape) {
 TextTable Variants(const SectionView& s) {
   TextTable t;
   t.title = s.title;
-  t.headers = {"Pattern", "Q shape", "K shape", "V shape", "Output shape", "Backend", "Median (ms)"};
+  t.headers = {"Pattern",      "Q shape", "K shape",    "V shape",
+               "Output shape", "Backend", "Median (ms)"};
   t.right_aligned = {false, false, false, false, false, false, true};
   std::set<std::string> seen;
   for (const CaseRecord* c : s.cases) {
@@ -67,14 +69,16 @@ TextTable Variants(const SectionView& s) {
 TextTable List(const SectionView& s) {
   TextTable t;
   t.title = s.title;
-  t.headers = {"Backend", "Problem", "Median (ms)", "TFLOP/s", "Max |err|", "Rel L2 err", "Reference"};
+  t.headers = {"Backend",   "Problem",    "Median (ms)", "TFLOP/s",
+               "Max |err|", "Rel L2 err", "Reference"};
   t.right_aligned = {false, false, true, true, true, true, false};
   std::set<std::string> seen;
   for (const CaseRecord* c : s.cases) {
     const v1::CaseResult& r = c->result;
     const std::string label = SeriesLabel(r);
     if (!IsOk(*c)) {
-      t.rows.push_back({label, ProblemLabel(r.case_()), Cell(c, t.notes, seen, label), "", "", "", ""});
+      t.rows.push_back(
+          {label, ProblemLabel(r.case_()), Cell(c, t.notes, seen, label), "", "", "", ""});
       continue;
     }
     t.rows.push_back({label, ProblemLabel(r.case_()), Cell(c, t.notes, seen, label),
@@ -87,8 +91,8 @@ TextTable List(const SectionView& s) {
 // The codelab's "Causal masking effect on attention output" rows of one causal case.
 TextTable CausalEffect(const CaseRecord& c) {
   TextTable t;
-  t.title = absl::StrCat("Causal masking effect on attention output — ", SeriesLabel(c.result), ", ",
-                         ProblemLabel(c.result.case_()));
+  t.title = absl::StrCat("Causal masking effect on attention output — ", SeriesLabel(c.result),
+                         ", ", ProblemLabel(c.result.case_()));
   t.headers = {"Position", "Max diff (causal vs full)", "Expected"};
   t.right_aligned = {false, true, false};
   t.rows = {{"First (t=0)", absl::StrFormat("%.4f", c.result.causal_first_diff()),
@@ -99,7 +103,8 @@ TextTable CausalEffect(const CaseRecord& c) {
 }
 
 std::string Fp8Triple(const v1::Fp8Values& v) {
-  return absl::StrFormat("q %.4g, k %.4g, v %.4g, s %.4g, o %.4g", v.q(), v.k(), v.v(), v.s(), v.o());
+  return absl::StrFormat("q %.4g, k %.4g, v %.4g, s %.4g, o %.4g", v.q(), v.k(), v.v(), v.s(),
+                         v.o());
 }
 
 // The codelab's "FP8 attention with TransformerEngine" table for one FP8 case (cudnn_fp8) of a
@@ -115,7 +120,8 @@ TextTable Fp8Table(const CaseRecord& f, const SectionView& s, const std::string&
     t.rows = {{"GPU", gpu}, {"FP8 support", r.message()}};
     return t;
   }
-  t.title = absl::StrCat("FP8 attention with cuDNN (TransformerEngine delayed scaling) — ", ProblemLabel(r.case_()));
+  t.title = absl::StrCat("FP8 attention with cuDNN (TransformerEngine delayed scaling) — ",
+                         ProblemLabel(r.case_()));
   const CaseRecord* bf16 = nullptr;
   for (const CaseRecord* c : s.cases) {
     if (IsOk(*c) && !peer.empty() && c->result.backend() == peer &&
@@ -126,15 +132,18 @@ TextTable Fp8Table(const CaseRecord& f, const SectionView& s, const std::string&
   }
   const v1::Fp8Report& fp8 = r.fp8();
   const double ms = r.stats().median_ms();
-  t.rows = {{"GPU", gpu},
-            {"Input dtype", DTypeLabel(r.case_().dtype())},
-            {"FP8 output dtype", DTypeLabel(r.case_().dtype()) + " (dequantised from E4M3)"},
-            {"Output shape", QShape(r.case_().shape())},
-            {absl::StrCat("Max |", peer, " bf16 - ", r.backend(), "|"),
-             fp8.max_diff_vs_cudnn() >= 0 ? absl::StrFormat("%.2e", fp8.max_diff_vs_cudnn()) : "- (run with --check)"},
-            {"FP8 median (ms)", absl::StrCat(FormatMs(ms), fp8.quantize_ms() >= 0
-                                                               ? absl::StrCat(", of which quantise ", FormatMs(fp8.quantize_ms()))
-                                                               : "")}};
+  t.rows = {
+      {"GPU", gpu},
+      {"Input dtype", DTypeLabel(r.case_().dtype())},
+      {"FP8 output dtype", DTypeLabel(r.case_().dtype()) + " (dequantised from E4M3)"},
+      {"Output shape", QShape(r.case_().shape())},
+      {absl::StrCat("Max |", peer, " bf16 - ", r.backend(), "|"),
+       fp8.max_diff_vs_cudnn() >= 0 ? absl::StrFormat("%.2e", fp8.max_diff_vs_cudnn())
+                                    : "- (run with --check)"},
+      {"FP8 median (ms)",
+       absl::StrCat(FormatMs(ms), fp8.quantize_ms() >= 0 ? absl::StrCat(", of which quantise ",
+                                                                        FormatMs(fp8.quantize_ms()))
+                                                         : "")}};
   if (bf16 != nullptr) {
     const double b = bf16->result.stats().median_ms();
     t.rows.push_back({absl::StrCat("bf16 ", peer, " median (ms)"), FormatMs(b)});
@@ -155,7 +164,8 @@ std::string RenderTables(const Report& report) {
   const v1::ServerInfo& info = report.server;
   if (!info.hostname().empty()) {
     std::string devices;
-    for (const auto& d : info.devices()) absl::StrAppend(&devices, devices.empty() ? "" : ", ", d.name());
+    for (const auto& d : info.devices())
+      absl::StrAppend(&devices, devices.empty() ? "" : ", ", d.name());
     out += absl::StrCat("server: attn-server ", info.version(), " on ", info.hostname(), " (",
                         devices.empty() ? "no devices" : devices,
                         info.cudnn_version().empty() ? "" : ", cuDNN " + info.cudnn_version(), ")",
@@ -174,8 +184,8 @@ std::string RenderTables(const Report& report) {
   bool causal_effect_shown = false;
   for (const SectionView& s : Sections(report.cases)) {
     TextTable t = s.kind == SectionKind::kSeqSweep || s.kind == SectionKind::kBatchSweep ? Sweep(s)
-                  : s.kind == SectionKind::kVariants                                    ? Variants(s)
-                                                                                        : List(s);
+                  : s.kind == SectionKind::kVariants ? Variants(s)
+                                                     : List(s);
     out += t.Render() + "\n";
     // The codelab's one causal-effect table, under the first list section (correctness) that
     // has a checked causal case; the other cases keep theirs in the CSV/JSON and the report.
@@ -189,9 +199,10 @@ std::string RenderTables(const Report& report) {
     for (const CaseRecord* c : s.cases) {
       const std::string& backend = c->result.case_().backend();
       if (TakesFp8Recipe(report.server, backend)) {
-        const std::string gpu = c->result.device_name().empty()
-                                    ? (report.server.devices().empty() ? "-" : report.server.devices(0).name())
-                                    : c->result.device_name();
+        const std::string gpu =
+            c->result.device_name().empty()
+                ? (report.server.devices().empty() ? "-" : report.server.devices(0).name())
+                : c->result.device_name();
         out += Fp8Table(*c, s, gpu, FullPrecisionPeer(report.server, backend)).Render() + "\n";
       }
     }
@@ -208,8 +219,10 @@ std::string RenderTables(const Report& report) {
                          static_cast<int>(report.cases.size()), tally.ok, tally.unsupported,
                          tally.failed, report.wall_seconds);
   if (tally.ok > 0) {
-    out += absl::StrFormat(" Times are device time per call, median (%s); * the case budget cut its "
-                           "repeats.", timing);
+    out += absl::StrFormat(
+        " Times are device time per call, median (%s); * the case budget cut its "
+        "repeats.",
+        timing);
   }
   out += "\n";
   std::map<std::string, int> served;

@@ -35,27 +35,37 @@ std::string FullPrecisionPeer(const v1::ServerInfo& info, const std::string& bac
 Tally Count(const std::vector<CaseRecord>& cases) {
   Tally t;
   for (const auto& c : cases) {
-    if (IsOk(c.result)) ++t.ok;
-    else if (IsUnsupported(c.result)) ++t.unsupported;
-    else ++t.failed;
+    if (IsOk(c.result))
+      ++t.ok;
+    else if (IsUnsupported(c.result))
+      ++t.unsupported;
+    else
+      ++t.failed;
   }
   return t;
 }
 
 int64_t KvLen(const v1::Shape& s) { return s.kv_len() > 0 ? s.kv_len() : s.q_len(); }
-int64_t KvHeads(const v1::Shape& s) { return s.num_kv_heads() > 0 ? s.num_kv_heads() : s.num_heads(); }
+int64_t KvHeads(const v1::Shape& s) {
+  return s.num_kv_heads() > 0 ? s.num_kv_heads() : s.num_heads();
+}
 
 std::string DTypeLabel(v1::DType d) {
   switch (d) {
-    case v1::FLOAT32: return "float32";
-    case v1::BFLOAT16: return "bfloat16";
-    case v1::FLOAT16: return "float16";
-    default: return "unspecified";
+    case v1::FLOAT32:
+      return "float32";
+    case v1::BFLOAT16:
+      return "bfloat16";
+    case v1::FLOAT16:
+      return "float16";
+    default:
+      return "unspecified";
   }
 }
 
 std::string QShape(const v1::Shape& s) {
-  return absl::StrCat("(", s.batch(), ", ", s.q_len(), ", ", s.num_heads(), ", ", s.head_dim(), ")");
+  return absl::StrCat("(", s.batch(), ", ", s.q_len(), ", ", s.num_heads(), ", ", s.head_dim(),
+                      ")");
 }
 
 std::string KShape(const v1::Shape& s) {
@@ -162,12 +172,17 @@ std::vector<SectionView> Sections(const std::vector<CaseRecord>& cases) {
   for (auto& section : out) {
     const Varying v = FindVarying(section.cases);
     const bool others = v.n || v.h || v.causal;
-    if (v.t && v.s_follows_t && !v.b && !v.k && !others) section.kind = SectionKind::kSeqSweep;
-    else if (v.b && !v.t && !v.k && !others) section.kind = SectionKind::kBatchSweep;
-    else if (v.k && !v.t && !v.b && !others) section.kind = SectionKind::kVariants;
-    else section.kind = SectionKind::kList;
+    if (v.t && v.s_follows_t && !v.b && !v.k && !others)
+      section.kind = SectionKind::kSeqSweep;
+    else if (v.b && !v.t && !v.k && !others)
+      section.kind = SectionKind::kBatchSweep;
+    else if (v.k && !v.t && !v.b && !others)
+      section.kind = SectionKind::kVariants;
+    else
+      section.kind = SectionKind::kList;
     section.title = Title(section.name, section.kind, section.cases.front()->result.case_());
-    if (section.kind != SectionKind::kSeqSweep && section.kind != SectionKind::kBatchSweep) continue;
+    if (section.kind != SectionKind::kSeqSweep && section.kind != SectionKind::kBatchSweep)
+      continue;
     std::set<int64_t> points;
     for (const CaseRecord* c : section.cases) {
       const v1::Shape& s = c->result.case_().shape();
@@ -190,8 +205,8 @@ std::vector<const CaseRecord*> DefaultShapeCases(const std::vector<CaseRecord>& 
   for (const auto& c : cases) {
     const v1::BenchmarkCase& bc = c.result.case_();
     const v1::Shape& s = bc.shape();
-    if (!IsOk(c.result) || bc.causal() || s.batch() != 4 || s.q_len() != 128 ||
-        KvLen(s) != 128 || s.num_heads() != 8 || KvHeads(s) != 8 || s.head_dim() != 64) {
+    if (!IsOk(c.result) || bc.causal() || s.batch() != 4 || s.q_len() != 128 || KvLen(s) != 128 ||
+        s.num_heads() != 8 || KvHeads(s) != 8 || s.head_dim() != 64) {
       continue;
     }
     if (seen.insert(SeriesLabel(c.result)).second) out.push_back(&c);

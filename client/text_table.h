@@ -11,7 +11,7 @@ struct TextTable {
   std::vector<std::string> headers;
   std::vector<bool> right_aligned;  // per column; missing entries are left-aligned
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> notes;   // lines printed under the table
+  std::vector<std::string> notes;  // lines printed under the table
 
   // Title, header, a rule, the rows and the notes, each line ending in '\n'. Widths count
   // UTF-8 code points, so "—" and "|" align alike.

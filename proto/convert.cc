@@ -5,9 +5,12 @@ namespace v1 = ::attention::v1;
 
 v1::DType DTypeToProto(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return v1::FLOAT32;
-    case DType::kBFloat16: return v1::BFLOAT16;
-    case DType::kFloat16: return v1::FLOAT16;
+    case DType::kFloat32:
+      return v1::FLOAT32;
+    case DType::kBFloat16:
+      return v1::BFLOAT16;
+    case DType::kFloat16:
+      return v1::FLOAT16;
   }
   return v1::DTYPE_UNSPECIFIED;
 }

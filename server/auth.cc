@@ -31,9 +31,9 @@ bool ParseHex(absl::string_view hex, std::array<uint8_t, 32>& out) {
     int v = 0;
     for (char c : hex.substr(2 * i, 2)) {
       const int d = absl::ascii_isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                    : (c >= 'a' && c <= 'f')                             ? c - 'a' + 10
-                    : (c >= 'A' && c <= 'F')                             ? c - 'A' + 10
-                                                                         : -1;
+                    : (c >= 'a' && c <= 'f')                           ? c - 'a' + 10
+                    : (c >= 'A' && c <= 'F')                           ? c - 'A' + 10
+                                                                       : -1;
       if (d < 0) return false;
       v = v * 16 + d;
     }
@@ -46,11 +46,13 @@ bool ParseHex(absl::string_view hex, std::array<uint8_t, 32>& out) {
 absl::Status SetLimit(ParticipantLimits& l, absl::string_view key, absl::string_view value) {
   double x = 0;
   if (!absl::SimpleAtod(value, &x) || !(x >= 0) || x > 1e9) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: '%s' is not a number in [0, 1e9]", key, value));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: '%s' is not a number in [0, 1e9]", key, value));
   }
   const auto whole = [&](int& field) -> absl::Status {
     if (x != static_cast<int>(x)) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s: must be a whole number, got %s", key, value));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: must be a whole number, got %s", key, value));
     }
     field = static_cast<int>(x);
     return absl::OkStatus();
@@ -91,8 +93,10 @@ absl::StatusOr<std::vector<Participant>> ParseTokensFile(absl::string_view text,
   int number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++number;
-    if (const size_t hash = line.find('#'); hash != absl::string_view::npos) line = line.substr(0, hash);
-    std::vector<absl::string_view> words = absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    if (const size_t hash = line.find('#'); hash != absl::string_view::npos)
+      line = line.substr(0, hash);
+    std::vector<absl::string_view> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
     if (words.empty()) continue;
     const auto bad = [&](const std::string& rule) {
       return absl::InvalidArgumentError(absl::StrFormat("line %d: %s", number, rule));
@@ -101,12 +105,16 @@ absl::StatusOr<std::vector<Participant>> ParseTokensFile(absl::string_view text,
     Participant p;
     p.name = std::string(words[0]);
     p.limits = defaults;
-    if (!ValidName(p.name)) return bad(absl::StrFormat("name '%s': 1-64 of A-Z a-z 0-9 . _ -", p.name));
-    if (!names.insert(p.name).second) return bad(absl::StrFormat("name '%s' appears twice", p.name));
+    if (!ValidName(p.name))
+      return bad(absl::StrFormat("name '%s': 1-64 of A-Z a-z 0-9 . _ -", p.name));
+    if (!names.insert(p.name).second)
+      return bad(absl::StrFormat("name '%s' appears twice", p.name));
     if (!ParseHex(words[1], p.token_sha256)) {
-      return bad(absl::StrFormat("%s: the token's SHA-256 must be 64 hex digits (never the token itself)", p.name));
+      return bad(absl::StrFormat(
+          "%s: the token's SHA-256 must be 64 hex digits (never the token itself)", p.name));
     }
-    if (!hashes.insert(p.token_sha256).second) return bad(absl::StrFormat("%s: the same token hash as an earlier line", p.name));
+    if (!hashes.insert(p.token_sha256).second)
+      return bad(absl::StrFormat("%s: the same token hash as an earlier line", p.name));
     size_t next = 2;
     if (words.size() > 2 && !absl::StrContains(words[2], '=')) {
       if (words[2] == "admin") {
@@ -117,7 +125,8 @@ absl::StatusOr<std::vector<Participant>> ParseTokensFile(absl::string_view text,
       next = 3;
     }
     for (; next < words.size(); ++next) {
-      std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(words[next], absl::MaxSplits('=', 1));
+      std::pair<absl::string_view, absl::string_view> kv =
+          absl::StrSplit(words[next], absl::MaxSplits('=', 1));
       if (auto s = SetLimit(p.limits, kv.first, kv.second); !s.ok()) {
         return bad(absl::StrFormat("%s: %s", p.name, s.message()));
       }
@@ -127,9 +136,8 @@ absl::StatusOr<std::vector<Participant>> ParseTokensFile(absl::string_view text,
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<TokenRegistry>> TokenRegistry::Open(const std::string& path,
-                                                                   const ParticipantLimits& defaults,
-                                                                   double poll_s) {
+absl::StatusOr<std::unique_ptr<TokenRegistry>> TokenRegistry::Open(
+    const std::string& path, const ParticipantLimits& defaults, double poll_s) {
   std::unique_ptr<TokenRegistry> r(new TokenRegistry());
   r->path_ = path;
   r->defaults_ = defaults;
@@ -159,7 +167,8 @@ absl::Status TokenRegistry::Reload(bool at_start) {
   auto parsed = ParseTokensFile(text, defaults_);
   if (!parsed.ok()) {
     last_text_ = text;  // log a bad file once, not every poll
-    return absl::InvalidArgumentError(absl::StrFormat("--tokens_file '%s': %s", path_, parsed.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--tokens_file '%s': %s", path_, parsed.status().message()));
   }
   auto list = std::make_shared<std::vector<std::shared_ptr<const Participant>>>();
   for (Participant& p : *parsed) list->push_back(std::make_shared<const Participant>(std::move(p)));
@@ -181,7 +190,8 @@ absl::Status TokenRegistry::Reload(bool at_start) {
 
 void TokenRegistry::Watch(double poll_s) {
   std::unique_lock<std::mutex> lock(stop_mu_);
-  while (!stop_cv_.wait_for(lock, std::chrono::duration<double>(poll_s), [&] { return stopping_; })) {
+  while (
+      !stop_cv_.wait_for(lock, std::chrono::duration<double>(poll_s), [&] { return stopping_; })) {
     if (absl::Status s = Reload(/*at_start=*/false); !s.ok()) {
       Log(spdlog::level::err, "tokens file not reloaded; keeping the last good one",
           {{"error", std::string(s.message())}});
@@ -197,7 +207,8 @@ absl::StatusOr<std::shared_ptr<const Participant>> TokenRegistry::Authenticate(
         "$ATTN_TOKEN); ask the workshop host for yours");
   }
   constexpr absl::string_view kBearer = "Bearer ";
-  if (!absl::StartsWithIgnoreCase(authorization, kBearer) || authorization.size() == kBearer.size()) {
+  if (!absl::StartsWithIgnoreCase(authorization, kBearer) ||
+      authorization.size() == kBearer.size()) {
     return absl::UnauthenticatedError("the authorization header must be 'Bearer TOKEN'");
   }
   const auto presented = Sha256(authorization.substr(kBearer.size()));
@@ -209,7 +220,8 @@ absl::StatusOr<std::shared_ptr<const Participant>> TokenRegistry::Authenticate(
   // Every entry is compared in full, so the time does not depend on which (if any) matches.
   std::shared_ptr<const Participant> found;
   for (const auto& p : *list) {
-    const bool same = CRYPTO_memcmp(p->token_sha256.data(), presented.data(), presented.size()) == 0;
+    const bool same =
+        CRYPTO_memcmp(p->token_sha256.data(), presented.data(), presented.size()) == 0;
     if (same) found = p;
   }
   if (found == nullptr) {

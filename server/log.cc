@@ -1,9 +1,7 @@
 #include "server/log.h"
 
 #include <algorithm>
-
 #include <atomic>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -36,7 +34,8 @@ absl::Status InitLogging(const std::string& format, const std::string& level) {
   const auto lvl = spdlog::level::from_str(level);
   if (lvl == spdlog::level::off && level != "off") {
     return absl::InvalidArgumentError(
-        "--log_level: must be trace, debug, info, warning, error, critical or off, got '" + level + "'");
+        "--log_level: must be trace, debug, info, warning, error, critical or off, got '" + level +
+        "'");
   }
   json_format = format == "json";
   // JSON lines are whole objects built in Log(); text lines get spdlog's time and level.

@@ -27,7 +27,8 @@ void Log(spdlog::level::level_enum level, const std::string& message, const LogF
 // writes it); metrics still count every one.
 class LogRateLimit {
  public:
-  LogRateLimit(double per_second, double burst) : rate_(per_second), burst_(burst), tokens_(burst) {}
+  LogRateLimit(double per_second, double burst)
+      : rate_(per_second), burst_(burst), tokens_(burst) {}
   // True when a line may be written now; `suppressed` is then set to the lines dropped since the
   // last one written.
   bool Allow(int64_t* suppressed);

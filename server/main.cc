@@ -4,16 +4,14 @@
 // goes NOT_SERVING, new requests are refused, accepted ones finish within --shutdown_grace_s, and
 // the process exits 0. Liveness (health service "") stays SERVING while the process runs, also
 // when the GPU is unusable, so Kubernetes does not restart a pod that needs another node.
+#include <google/protobuf/stubs/logging.h>
 #include <signal.h>
-
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
-
-#include <google/protobuf/stubs/logging.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -24,55 +22,99 @@
 #include "server/log.h"
 #include "server/server.h"
 
-ABSL_FLAG(std::string, listen_address, "0.0.0.0:50051", "gRPC address, host:port (port 0: pick a free one)");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464", "Prometheus /metrics HTTP address, host:port; empty: off");
-ABSL_FLAG(std::string, devices, "", "CUDA device ordinals to serve, e.g. 0,1; empty: all GPUs (the cpu backend when the machine has none); cpu: the cpu backend only");
-ABSL_FLAG(int, workers_per_device, 1, "concurrent requests per device, each worker with its own stream, handles and share of the arena");
-ABSL_FLAG(int64_t, arena_mib, 4096, "device memory held per device from start-up for request tensors and workspaces, MiB");
-ABSL_FLAG(int64_t, max_request_mib, 64, "largest q + k + v (and returned output) of one Attend, MiB");
+ABSL_FLAG(std::string, listen_address, "0.0.0.0:50051",
+          "gRPC address, host:port (port 0: pick a free one)");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
+          "Prometheus /metrics HTTP address, host:port; empty: off");
+ABSL_FLAG(std::string, devices, "",
+          "CUDA device ordinals to serve, e.g. 0,1; empty: all GPUs (the cpu backend when the "
+          "machine has none); cpu: the cpu backend only");
+ABSL_FLAG(int, workers_per_device, 1,
+          "concurrent requests per device, each worker with its own stream, handles and share of "
+          "the arena");
+ABSL_FLAG(int64_t, arena_mib, 4096,
+          "device memory held per device from start-up for request tensors and workspaces, MiB");
+ABSL_FLAG(int64_t, max_request_mib, 64,
+          "largest q + k + v (and returned output) of one Attend, MiB");
 ABSL_FLAG(int, queue_depth, 64, "requests waiting per device before new ones get UNAVAILABLE");
-ABSL_FLAG(double, default_deadline_s, 60, "deadline for calls that set none, seconds (benchmark jobs: the whole job)");
+ABSL_FLAG(double, default_deadline_s, 60,
+          "deadline for calls that set none, seconds (benchmark jobs: the whole job)");
 ABSL_FLAG(std::string, log_format, "text", "log lines as text or json (one object per line)");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warning, error, critical or off");
-ABSL_FLAG(double, shutdown_grace_s, 25, "on SIGTERM/SIGINT, how long accepted requests may run; then queued ones are answered UNAVAILABLE and running ones stopped at their next piece, and the process exits within 3 s more, seconds");
-ABSL_FLAG(double, max_call_seconds, 30, "cost cap: estimated device time of one attention call (an Attend, one call of a benchmark case, or its numerics reference), seconds; over it: RESOURCE_EXHAUSTED before the request queues");
-ABSL_FLAG(double, max_job_seconds, 600, "cost cap: estimated device time of a whole benchmark job (warm-up, timing and checks of every case), and the longest deadline any request may have, seconds");
-ABSL_FLAG(int64_t, max_host_mib, 4096, "host memory requests may hold at once (Attend payloads and replies, numerics references), MiB");
-ABSL_FLAG(int64_t, grpc_memory_mib, 1024, "gRPC's memory quota (receive buffers, messages being parsed), MiB; at least 2 x --max_request_mib + 16");
+ABSL_FLAG(double, shutdown_grace_s, 25,
+          "on SIGTERM/SIGINT, how long accepted requests may run; then queued ones are answered "
+          "UNAVAILABLE and running ones stopped at their next piece, and the process exits within "
+          "3 s more, seconds");
+ABSL_FLAG(double, max_call_seconds, 30,
+          "cost cap: estimated device time of one attention call (an Attend, one call of a "
+          "benchmark case, or its numerics reference), seconds; over it: RESOURCE_EXHAUSTED before "
+          "the request queues");
+ABSL_FLAG(double, max_job_seconds, 600,
+          "cost cap: estimated device time of a whole benchmark job (warm-up, timing and checks of "
+          "every case), and the longest deadline any request may have, seconds");
+ABSL_FLAG(int64_t, max_host_mib, 4096,
+          "host memory requests may hold at once (Attend payloads and replies, numerics "
+          "references), MiB");
+ABSL_FLAG(int64_t, grpc_memory_mib, 1024,
+          "gRPC's memory quota (receive buffers, messages being parsed), MiB; at least 2 x "
+          "--max_request_mib + 16");
 ABSL_FLAG(int, max_streams_per_connection, 32, "RPCs one client connection may have open at once");
-ABSL_FLAG(std::string, tls_cert_file, "", "TLS: the server's certificate chain (PEM); with --tls_key_file the gRPC port speaks TLS only; empty: plaintext");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "TLS: the server's certificate chain (PEM); with --tls_key_file the gRPC port speaks TLS "
+          "only; empty: plaintext");
 ABSL_FLAG(std::string, tls_key_file, "", "TLS: the private key of --tls_cert_file (PEM)");
-ABSL_FLAG(std::string, tls_client_ca_file, "", "TLS: require client certificates signed by this CA (PEM); empty: none asked");
-ABSL_FLAG(std::string, health_address, "", "a plaintext port serving only grpc.health.v1, for Kubernetes' gRPC probes when the gRPC port speaks TLS, host:port; empty: none");
-ABSL_FLAG(std::string, prewarm_suite, "codelab", "on a GPU, run this suite once per worker at start-up (one call per case) so its cuDNN plans and kernels exist before the first request; empty: none");
-ABSL_FLAG(std::string, tokens_file, "", "participants and their token hashes, one per line: NAME SHA256_HEX [participant|admin] [key=value ...]; re-read when it changes; every RPC but health then needs 'authorization: Bearer TOKEN'; empty: no tokens");
-ABSL_FLAG(int, participant_max_inflight, 16, "quota: Attends and benchmark jobs one participant (without tokens: one client key) may have in flight");
-ABSL_FLAG(int, participant_max_queued, 32, "quota: tasks one participant may have waiting on a device, a job's later cases included");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "TLS: require client certificates signed by this CA (PEM); empty: none asked");
+ABSL_FLAG(std::string, health_address, "",
+          "a plaintext port serving only grpc.health.v1, for Kubernetes' gRPC probes when the gRPC "
+          "port speaks TLS, host:port; empty: none");
+ABSL_FLAG(std::string, prewarm_suite, "codelab",
+          "on a GPU, run this suite once per worker at start-up (one call per case) so its cuDNN "
+          "plans and kernels exist before the first request; empty: none");
+ABSL_FLAG(std::string, tokens_file, "",
+          "participants and their token hashes, one per line: NAME SHA256_HEX [participant|admin] "
+          "[key=value ...]; re-read when it changes; every RPC but health then needs "
+          "'authorization: Bearer TOKEN'; empty: no tokens");
+ABSL_FLAG(int, participant_max_inflight, 16,
+          "quota: Attends and benchmark jobs one participant (without tokens: one client key) may "
+          "have in flight");
+ABSL_FLAG(
+    int, participant_max_queued, 32,
+    "quota: tasks one participant may have waiting on a device, a job's later cases included");
 ABSL_FLAG(int, participant_max_jobs, 4, "quota: benchmark jobs one participant may have running");
-ABSL_FLAG(int, participant_max_running, 0, "quota: tasks one participant may have on a device's workers at once; 0: --workers_per_device - 1, at least 1");
-ABSL_FLAG(double, participant_device_seconds, 300, "quota: seconds one participant's tasks may hold device workers per --participant_window_s");
-ABSL_FLAG(double, participant_window_s, 600, "quota: the rolling window of --participant_device_seconds, seconds");
-ABSL_FLAG(double, participant_max_job_seconds, 180, "quota: estimated device time of one benchmark job of a participant (admins: --max_job_seconds); with tokens");
+ABSL_FLAG(int, participant_max_running, 0,
+          "quota: tasks one participant may have on a device's workers at once; 0: "
+          "--workers_per_device - 1, at least 1");
+ABSL_FLAG(
+    double, participant_device_seconds, 300,
+    "quota: seconds one participant's tasks may hold device workers per --participant_window_s");
+ABSL_FLAG(double, participant_window_s, 600,
+          "quota: the rolling window of --participant_device_seconds, seconds");
+ABSL_FLAG(double, participant_max_job_seconds, 180,
+          "quota: estimated device time of one benchmark job of a participant (admins: "
+          "--max_job_seconds); with tokens");
 
 int main(int argc, char** argv) {
   attn::HandleHelpFlag(
       argc, argv,
-      "attn-server: serves attention and benchmark jobs over gRPC (attention.v1.AttentionService).\n"
+      "attn-server: serves attention and benchmark jobs over gRPC "
+      "(attention.v1.AttentionService).\n"
       "  attn-server [--listen_address=0.0.0.0:50051] [--metrics_address=0.0.0.0:9464] ...");
   absl::ParseCommandLine(argc, argv);
-  if (auto s = attn::server::InitLogging(absl::GetFlag(FLAGS_log_format), absl::GetFlag(FLAGS_log_level));
+  if (auto s = attn::server::InitLogging(absl::GetFlag(FLAGS_log_format),
+                                         absl::GetFlag(FLAGS_log_level));
       !s.ok()) {
     std::fprintf(stderr, "attn-server: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   // protobuf reports each malformed string field of a request on stderr; a client sending such
   // requests in a loop would fill the log. The client gets its error from gRPC; keep a trace.
-  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char* file, int line,
-                                     const std::string& message) {
-    attn::server::Log(spdlog::level::debug, "protobuf",
-                      {{"at", absl::StrCat(file, ":", line)}, {"message", message}});
-  });
-    // Signals are taken by sigwait below, so every thread started from here on blocks them.
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char* file, int line, const std::string& message) {
+        attn::server::Log(spdlog::level::debug, "protobuf",
+                          {{"at", absl::StrCat(file, ":", line)}, {"message", message}});
+      });
+  // Signals are taken by sigwait below, so every thread started from here on blocks them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -104,7 +146,8 @@ int main(int argc, char** argv) {
   options.admission.max_job_seconds = absl::GetFlag(FLAGS_max_job_seconds);
   const int64_t host_mib = absl::GetFlag(FLAGS_max_host_mib);
   const int64_t grpc_mib = absl::GetFlag(FLAGS_grpc_memory_mib);
-  for (const auto& [flag, mib] : {std::pair{"max_host_mib", host_mib}, {"grpc_memory_mib", grpc_mib}}) {
+  for (const auto& [flag, mib] :
+       {std::pair{"max_host_mib", host_mib}, {"grpc_memory_mib", grpc_mib}}) {
     if (mib < 1 || mib > (int64_t{1} << 30)) {
       std::fprintf(stderr, "attn-server: --%s: must be in [1, 2^30], got %lld\n", flag,
                    static_cast<long long>(mib));
@@ -146,8 +189,8 @@ int main(int argc, char** argv) {
   // The drain answers everything within the grace and kDrainAfterGraceSeconds; should work that
   // cannot stop (a driver call that hangs) hold it longer, the process ends anyway.
   std::thread([grace] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(
-        grace + attn::server::kDrainAfterGraceSeconds + 1));
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(grace + attn::server::kDrainAfterGraceSeconds + 1));
     attn::server::Log(spdlog::level::critical, "drain overran its grace; exiting now",
                       {{"grace_s", absl::StrFormat("%g", grace)}});
     _exit(1);

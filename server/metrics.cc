@@ -25,8 +25,8 @@ using prometheus::MetricFamily;
 // Latency buckets from 50 µs (a small Attend's device time) to 10 min (a long benchmark job).
 const prometheus::Histogram::BucketBoundaries& SecondsBuckets() {
   static const prometheus::Histogram::BucketBoundaries b = {
-      5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25,
-      0.5,  1,    2.5,    5,    10,   30,     60,   120,  300,    600};
+      5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
+      0.25, 0.5,  1,      2.5,  5,    10,     30,   60,   120,    300,  600};
   return b;
 }
 
@@ -77,10 +77,11 @@ class LiveGauges : public prometheus::Collectable {
 Metrics::Metrics(const std::vector<DeviceWorkers*>& devices, const std::string& version,
                  const std::string& cuda_runtime, const std::string& cudnn)
     : registry_(std::make_shared<prometheus::Registry>()) {
-  request_seconds_ = &prometheus::BuildHistogram()
-                          .Name("attn_request_duration_seconds")
-                          .Help("Time from accepting an RPC to finishing it, by RPC and status code.")
-                          .Register(*registry_);
+  request_seconds_ =
+      &prometheus::BuildHistogram()
+           .Name("attn_request_duration_seconds")
+           .Help("Time from accepting an RPC to finishing it, by RPC and status code.")
+           .Register(*registry_);
   queue_seconds_ = &prometheus::BuildHistogram()
                         .Name("attn_queue_wait_seconds")
                         .Help("Time a task waited for a worker, per device.")
@@ -105,19 +106,19 @@ Metrics::Metrics(const std::vector<DeviceWorkers*>& devices, const std::string& 
     }
   }
   refusals_ = &prometheus::BuildCounter()
-                    .Name("attn_refusals_total")
-                    .Help("Requests refused before they ran, by the rule that refused them.")
-                    .Register(*registry_);
+                   .Name("attn_refusals_total")
+                   .Help("Requests refused before they ran, by the rule that refused them.")
+                   .Register(*registry_);
   for (const char* reason : kRefusalReasons) refusals_->Add({{"reason", reason}});
-  participant_requests_ = &prometheus::BuildCounter()
-                               .Name("attn_participant_requests_total")
-                               .Help("RPCs finished per participant of the tokens file, by RPC and code.")
-                               .Register(*registry_);
-  participant_device_seconds_ =
+  participant_requests_ =
       &prometheus::BuildCounter()
-           .Name("attn_participant_device_seconds_total")
-           .Help("Seconds a participant's tasks held a device worker.")
+           .Name("attn_participant_requests_total")
+           .Help("RPCs finished per participant of the tokens file, by RPC and code.")
            .Register(*registry_);
+  participant_device_seconds_ = &prometheus::BuildCounter()
+                                     .Name("attn_participant_device_seconds_total")
+                                     .Help("Seconds a participant's tasks held a device worker.")
+                                     .Register(*registry_);
   auto& build = prometheus::BuildGauge()
                     .Name("attn_build_info")
                     .Help("Always 1; the labels describe the build.")
@@ -189,12 +190,15 @@ void Metrics::ServeHttp() {
     const std::string request(buf, n > 0 ? static_cast<size_t>(n) : 0);
     if (absl::StartsWith(request, "GET /metrics ") || absl::StartsWith(request, "GET /metrics?")) {
       const std::string body = Render();
-      response = absl::StrCat("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-                              "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+      response = absl::StrCat(
+          "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+          "Content-Length: ",
+          body.size(), "\r\nConnection: close\r\n\r\n", body);
     } else {
       const std::string body = "attn-server serves Prometheus metrics at GET /metrics\n";
-      response = absl::StrCat("HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: ",
-                              body.size(), "\r\nConnection: close\r\n\r\n", body);
+      response = absl::StrCat(
+          "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: ", body.size(),
+          "\r\nConnection: close\r\n\r\n", body);
     }
     for (size_t sent = 0; sent < response.size();) {
       const ssize_t k = send(fd, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
@@ -234,11 +238,14 @@ void Metrics::BenchmarkCase(const std::string& backend, const std::string& statu
   cases_->Add({{"backend", backend.empty() ? "none" : backend}, {"status", status}}).Increment();
 }
 
-void Metrics::Refusal(const std::string& reason) { refusals_->Add({{"reason", reason}}).Increment(); }
+void Metrics::Refusal(const std::string& reason) {
+  refusals_->Add({{"reason", reason}}).Increment();
+}
 
 void Metrics::ParticipantRequest(const std::string& participant, const std::string& rpc,
                                  const std::string& code) {
-  participant_requests_->Add({{"participant", participant}, {"rpc", rpc}, {"code", code}}).Increment();
+  participant_requests_->Add({{"participant", participant}, {"rpc", rpc}, {"code", code}})
+      .Increment();
 }
 
 void Metrics::ParticipantDeviceSeconds(const std::string& participant, double seconds) {

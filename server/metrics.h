@@ -36,16 +36,26 @@ class DeviceWorkers;
 
 // The status labels attn_benchmark_cases_total is pre-registered with, per backend: a case's
 // result (absl code name, as in CaseResult.status).
-inline constexpr const char* kBenchmarkCaseStatuses[] = {
-    "OK", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "CANCELLED", "INTERNAL"};
+inline constexpr const char* kBenchmarkCaseStatuses[] = {"OK",
+                                                         "FAILED_PRECONDITION",
+                                                         "RESOURCE_EXHAUSTED",
+                                                         "INVALID_ARGUMENT",
+                                                         "DEADLINE_EXCEEDED",
+                                                         "CANCELLED",
+                                                         "INTERNAL"};
 
 // Why a request was refused before it ran: attn_refusals_total's reason label.
-inline constexpr const char* kRefusalReasons[] = {
-    "unauthenticated",      "permission",           "call_cost",
-    "job_cost",             "host_memory",          "device_memory",
-    "queue_full",           "participant_queued",   "participant_inflight",
-    "participant_jobs",     "participant_device_time"};
+inline constexpr const char* kRefusalReasons[] = {"unauthenticated",
+                                                  "permission",
+                                                  "call_cost",
+                                                  "job_cost",
+                                                  "host_memory",
+                                                  "device_memory",
+                                                  "queue_full",
+                                                  "participant_queued",
+                                                  "participant_inflight",
+                                                  "participant_jobs",
+                                                  "participant_device_time"};
 
 class Metrics {
  public:
@@ -61,7 +71,8 @@ class Metrics {
 
   void Request(const std::string& rpc, const std::string& code, double seconds);
   void QueueWait(int device, double seconds);
-  void DeviceTime(const std::string& backend, const std::string& dtype, bool causal, double seconds);
+  void DeviceTime(const std::string& backend, const std::string& dtype, bool causal,
+                  double seconds);
   void BenchmarkCase(const std::string& backend, const std::string& status);
   void Refusal(const std::string& reason);
   // Per participant (tokens only): the participant's requests and the seconds its tasks held

@@ -76,25 +76,31 @@ absl::StatusOr<ParticipantQuotas::Ticket> ParticipantQuotas::Begin(const std::st
     return absl::ResourceExhaustedError(absl::StrFormat("%s: %s", key, what));
   };
   if (s.inflight >= limits.max_inflight) {
-    return refuse("participant_inflight", absl::StrFormat(
-        "%d calls in flight; the limit (--participant_max_inflight, or max_inflight in the tokens "
-        "file) is %d: wait for one to finish",
-        s.inflight, limits.max_inflight));
+    return refuse("participant_inflight",
+                  absl::StrFormat("%d calls in flight; the limit (--participant_max_inflight, or "
+                                  "max_inflight in the tokens "
+                                  "file) is %d: wait for one to finish",
+                                  s.inflight, limits.max_inflight));
   }
   if (job && s.jobs >= limits.max_jobs) {
-    return refuse("participant_jobs", absl::StrFormat(
-        "%d benchmark jobs running; the limit (--participant_max_jobs, or max_jobs) is %d",
-        s.jobs, limits.max_jobs));
+    return refuse(
+        "participant_jobs",
+        absl::StrFormat(
+            "%d benchmark jobs running; the limit (--participant_max_jobs, or max_jobs) is %d",
+            s.jobs, limits.max_jobs));
   }
   if (s.device_sum >= limits.device_seconds) {
-    const double wait = s.device.empty()
-                            ? 0
-                            : static_cast<double>(s.device.front().first + kBuckets + 1 - Bucket(now)) *
-                                  (window_ / kBuckets);
-    return refuse("participant_device_time", absl::StrFormat(
-        "held the device for %.1f s in the last %g s; the limit (--participant_device_seconds, or "
-        "device_seconds) is %g s: retry in %.0f s",
-        s.device_sum, window_, limits.device_seconds, std::max(1.0, wait)));
+    const double wait =
+        s.device.empty()
+            ? 0
+            : static_cast<double>(s.device.front().first + kBuckets + 1 - Bucket(now)) *
+                  (window_ / kBuckets);
+    return refuse(
+        "participant_device_time",
+        absl::StrFormat("held the device for %.1f s in the last %g s; the limit "
+                        "(--participant_device_seconds, or "
+                        "device_seconds) is %g s: retry in %.0f s",
+                        s.device_sum, window_, limits.device_seconds, std::max(1.0, wait)));
   }
   ++s.inflight;
   if (job) ++s.jobs;

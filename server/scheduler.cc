@@ -9,7 +9,9 @@ namespace attn::server {
 
 DeviceWorkers::DeviceWorkers(int index, std::vector<std::unique_ptr<DeviceContext>> contexts,
                              int depth, Throughputs throughputs)
-    : index_(index), depth_(depth), contexts_(std::move(contexts)),
+    : index_(index),
+      depth_(depth),
+      contexts_(std::move(contexts)),
       throughputs_(std::move(throughputs)) {
   for (auto& context : contexts_) {
     threads_.emplace_back([this, c = context.get()] { WorkerLoop(*c); });
@@ -24,9 +26,9 @@ absl::Status DeviceWorkers::Submit(Task task, bool continuation) {
     return absl::UnavailableError("server is shutting down; retry on another replica");
   }
   if (!continuation && waiting_ >= depth_) {
-    return absl::UnavailableError(absl::StrFormat(
-        "queue full: %d of %d requests waiting on device %d (%s); retry later", waiting_, depth_,
-        index_, info().name));
+    return absl::UnavailableError(
+        absl::StrFormat("queue full: %d of %d requests waiting on device %d (%s); retry later",
+                        waiting_, depth_, index_, info().name));
   }
   auto& queue = per_client_[task.client];
   if (!continuation && static_cast<int>(queue.size()) >= task.max_queued) {
@@ -90,7 +92,9 @@ void DeviceWorkers::WorkerLoop(DeviceContext& context) {
     std::string client;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return (waiting_ > 0 && next() != turn_.end()) || (stopping_ && waiting_ == 0); });
+      cv_.wait(lock, [&] {
+        return (waiting_ > 0 && next() != turn_.end()) || (stopping_ && waiting_ == 0);
+      });
       if (waiting_ == 0) return;  // stopping and drained
       // That client gives one task and goes to the back of the line.
       const auto at = next();

@@ -29,8 +29,8 @@ namespace attn::server {
 using Clock = std::chrono::steady_clock;
 
 struct Task {
-  std::string client;  // fairness key: the participant
-  int max_queued = 1 << 30;   // the participant's limits (ParticipantLimits)
+  std::string client;        // fairness key: the participant
+  int max_queued = 1 << 30;  // the participant's limits (ParticipantLimits)
   int max_running = 1 << 30;
   // Runs on a worker with that worker's context; `queued` is when the task was submitted.
   std::function<void(DeviceContext& context, Clock::time_point queued)> run;
@@ -79,7 +79,7 @@ class DeviceWorkers {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::deque<Task>> per_client_;
-  std::deque<std::string> turn_;  // clients with waiting tasks, in serving order
+  std::deque<std::string> turn_;        // clients with waiting tasks, in serving order
   std::map<std::string, int> running_;  // tasks on the workers now, per client
   int waiting_ = 0;
   bool closed_ = false;

@@ -1,17 +1,16 @@
 #include "server/server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
+#include <grpcpp/security/server_credentials.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
-#include <thread>
 #include <sstream>
-
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/resource_quota.h>
-#include <grpcpp/security/server_credentials.h>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -55,7 +54,8 @@ void WarmUp(DeviceContext& context) {
       if (s.ok()) s = context.Synchronize();
       if (!s.ok()) {
         Log(spdlog::level::warn, "warm-up failed",
-            {{"backend", v.backend->name()}, {"device", context.info().ToString()},
+            {{"backend", v.backend->name()},
+             {"device", context.info().ToString()},
              {"error", std::string(s.message())}});
       }
     }
@@ -111,20 +111,22 @@ void Prewarm(DeviceContext& context, const std::string& suite) {
       {{"suite", suite},
        {"device", context.info().ToString()},
        {"cases", absl::StrCat(cases->size())},
-       {"seconds", absl::StrFormat("%.2f", std::chrono::duration<double>(
-                                               std::chrono::steady_clock::now() - start).count())}});
+       {"seconds",
+        absl::StrFormat(
+            "%.2f",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())}});
 }
 
 }  // namespace
 
 absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (o.workers_per_device < 1 || o.workers_per_device > 64) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--workers_per_device: must be in [1, 64], got %d", o.workers_per_device));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--workers_per_device: must be in [1, 64], got %d", o.workers_per_device));
   }
   if (o.arena_bytes < (int64_t{16} << 20)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--arena_mib: must be >= 16, got %d", o.arena_bytes >> 20));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--arena_mib: must be >= 16, got %d", o.arena_bytes >> 20));
   }
   if (o.queue_depth < 1 || o.queue_depth > 100000) {
     return absl::InvalidArgumentError(
@@ -145,9 +147,9 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   }
   if (!(o.admission.max_job_seconds >= o.admission.max_call_seconds &&
         o.admission.max_job_seconds <= 7 * 86400)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--max_job_seconds: must be in [--max_call_seconds (%g), 604800], got %g",
-        o.admission.max_call_seconds, o.admission.max_job_seconds));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--max_job_seconds: must be in [--max_call_seconds (%g), 604800], got %g",
+                        o.admission.max_call_seconds, o.admission.max_job_seconds));
   }
   if (o.admission.max_host_bytes < o.limits.max_request_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -162,11 +164,13 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   }
   if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
     return absl::InvalidArgumentError(
-        "--tls_cert_file and --tls_key_file: give both (the certificate chain and its key) or neither");
+        "--tls_cert_file and --tls_key_file: give both (the certificate chain and its key) or "
+        "neither");
   }
   if (!o.tls_client_ca_file.empty() && o.tls_cert_file.empty()) {
     return absl::InvalidArgumentError(
-        "--tls_client_ca_file: client certificates need TLS; give --tls_cert_file and --tls_key_file too");
+        "--tls_client_ca_file: client certificates need TLS; give --tls_cert_file and "
+        "--tls_key_file too");
   }
   const ParticipantLimits& l = o.participant_limits;
   if (l.max_inflight < 1 || l.max_queued < 1 || l.max_jobs < 1 || l.max_running < 0 ||
@@ -176,8 +180,9 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
         "device_seconds, max_job_seconds and window_s > 0");
   }
   if (o.max_streams_per_connection < 1 || o.max_streams_per_connection > 10000) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--max_streams_per_connection: must be in [1, 10000], got %d", o.max_streams_per_connection));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--max_streams_per_connection: must be in [1, 10000], got %d",
+                        o.max_streams_per_connection));
   }
   return absl::OkStatus();
 }
@@ -273,8 +278,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       }
       contexts.push_back(*std::move(c));
     }
-    server->devices_.push_back(std::make_unique<DeviceWorkers>(d, std::move(contexts),
-                                                               options.queue_depth, throughputs));
+    server->devices_.push_back(
+        std::make_unique<DeviceWorkers>(d, std::move(contexts), options.queue_depth, throughputs));
   }
 
   std::vector<DeviceWorkers*> devices;
@@ -290,18 +295,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     server->metrics_port_ = *port;
   }
   const bool serving = config.not_serving_reason.empty();
-  server->service_ = std::make_unique<AttentionService>(std::move(config), devices, *server->metrics_);
+  server->service_ =
+      std::make_unique<AttentionService>(std::move(config), devices, *server->metrics_);
 
   grpc::EnableDefaultHealthCheckService(true);
   // The health-only port, built before reflection's plugin is registered (it joins every
   // builder made after it) so that port serves grpc.health.v1 alone.
   if (!options.health_address.empty()) {
     grpc::ServerBuilder health;
-    health.AddListeningPort(options.health_address, grpc::InsecureServerCredentials(), &server->health_port_);
+    health.AddListeningPort(options.health_address, grpc::InsecureServerCredentials(),
+                            &server->health_port_);
     server->health_grpc_ = health.BuildAndStart();
     if (server->health_grpc_ == nullptr || server->health_port_ == 0) {
-      return absl::UnavailableError(absl::StrFormat(
-          "--health_address: cannot listen on '%s' (in use, or not host:port)", options.health_address));
+      return absl::UnavailableError(
+          absl::StrFormat("--health_address: cannot listen on '%s' (in use, or not host:port)",
+                          options.health_address));
     }
   }
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -318,24 +326,34 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrFormat(
-        "--listen_address: cannot listen on '%s' (in use, or not host:port)", options.listen_address));
+    return absl::UnavailableError(
+        absl::StrFormat("--listen_address: cannot listen on '%s' (in use, or not host:port)",
+                        options.listen_address));
   }
   server->SetServing(serving);
   std::vector<std::string> names;
-  for (auto* d : devices) names.push_back(absl::StrFormat("%d=%s x%d", d->index(), d->info().ToString(), d->workers()));
+  for (auto* d : devices)
+    names.push_back(absl::StrFormat("%d=%s x%d", d->index(), d->info().ToString(), d->workers()));
   Log(serving ? spdlog::level::info : spdlog::level::err, serving ? "SERVING" : "NOT_SERVING",
       {{"listen", absl::StrFormat("%s (port %d)", options.listen_address, server->port_)},
-       {"metrics", options.metrics_address.empty() ? "off" : absl::StrFormat("%s (port %d)", options.metrics_address, server->metrics_port_)},
+       {"metrics",
+        options.metrics_address.empty()
+            ? "off"
+            : absl::StrFormat("%s (port %d)", options.metrics_address, server->metrics_port_)},
        {"devices", absl::StrJoin(names, "; ")},
        {"queue_depth", absl::StrCat(options.queue_depth)},
        {"max_request_bytes", absl::StrCat(options.limits.max_request_bytes)},
        {"max_call_seconds", absl::StrFormat("%g", options.admission.max_call_seconds)},
        {"max_job_seconds", absl::StrFormat("%g", options.admission.max_job_seconds)},
        {"max_host_bytes", absl::StrCat(options.admission.max_host_bytes)},
-       {"tls", options.tls_cert_file.empty() ? "off" : options.tls_client_ca_file.empty() ? "on" : "on, client certificates required"},
+       {"tls", options.tls_cert_file.empty()        ? "off"
+               : options.tls_client_ca_file.empty() ? "on"
+                                                    : "on, client certificates required"},
        {"tokens", options.tokens_file.empty() ? "off" : options.tokens_file},
-       {"health", options.health_address.empty() ? "on the gRPC port" : absl::StrFormat("%s (port %d, plaintext)", options.health_address, server->health_port_)}});
+       {"health", options.health_address.empty()
+                      ? "on the gRPC port"
+                      : absl::StrFormat("%s (port %d, plaintext)", options.health_address,
+                                        server->health_port_)}});
   return server;
 }
 
@@ -357,15 +375,18 @@ void Server::Drain(double grace_s) {
   service_->StartDraining();
   for (auto& d : devices_) d->Close();
   const int inflight = metrics_->inflight.load();
-  Log(spdlog::level::info, "draining", {{"in_flight", absl::StrCat(inflight)},
-                                        {"grace_s", absl::StrFormat("%g", grace_s)}});
+  Log(spdlog::level::info, "draining",
+      {{"in_flight", absl::StrCat(inflight)}, {"grace_s", absl::StrFormat("%g", grace_s)}});
   if (int left = service_->WaitIdle(grace_s); left > 0) {
     Log(spdlog::level::warn, "grace period over; stopping the requests still queued or running",
         {{"in_flight", absl::StrCat(left)}});
     service_->StopAll(absl::UnavailableError(absl::StrFormat(
-        "server is shutting down (its %gs grace period is over); retry on another replica", grace_s)));
+        "server is shutting down (its %gs grace period is over); retry on another replica",
+        grace_s)));
     left = service_->WaitIdle(kDrainAfterGraceSeconds - 1);
-    if (left > 0) Log(spdlog::level::err, "requests still running at exit", {{"in_flight", absl::StrCat(left)}});
+    if (left > 0)
+      Log(spdlog::level::err, "requests still running at exit",
+          {{"in_flight", absl::StrCat(left)}});
   }
   grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   if (health_grpc_ != nullptr) health_grpc_->Shutdown(std::chrono::system_clock::now());

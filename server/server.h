@@ -22,10 +22,10 @@ namespace attn::server {
 struct ServerOptions {
   std::string listen_address = "0.0.0.0:50051";  // port 0 picks a free one (see port())
   std::string metrics_address = "0.0.0.0:9464";  // empty: no metrics endpoint
-  std::string devices;            // "": every GPU (the CPU when there is none); "0,2"; "cpu"
-  int workers_per_device = 1;     // each with its own context (stream, handles, arena)
+  std::string devices;         // "": every GPU (the CPU when there is none); "0,2"; "cpu"
+  int workers_per_device = 1;  // each with its own context (stream, handles, arena)
   int64_t arena_bytes = int64_t{4} << 30;  // per device, split evenly between its workers
-  int queue_depth = 64;           // waiting requests per device
+  int queue_depth = 64;                    // waiting requests per device
   double default_deadline_s = 60;
   RequestLimits limits;
   AdmissionLimits admission;

@@ -48,7 +48,8 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
   // with it, before anything queued.
   void Start(const std::shared_ptr<BenchmarkJob>& self, const v1::RunBenchmarkRequest& request) {
     self_ = self;
-    if (auto who = service_->Identify(context_, request.client_id(), *call_); !who.ok()) return End(who);
+    if (auto who = service_->Identify(context_, request.client_id(), *call_); !who.ok())
+      return End(who);
     absl::Status s = service_->Admit();
     auto device = s.ok() ? service_->PickDevice(request.device()) : s;
     if (!device.ok()) return End(device.status());
@@ -277,10 +278,10 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
   // The job's end status for a stop after `done` of `total` cases.
   static absl::Status Stopped(const absl::Status& why, size_t done, int total) {
     if (absl::IsDeadlineExceeded(why)) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "deadline passed after %d of %d cases; set a longer deadline (at most "
-          "--max_job_seconds) or run fewer cases",
-          done, total));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("deadline passed after %d of %d cases; set a longer deadline (at most "
+                          "--max_job_seconds) or run fewer cases",
+                          done, total));
     }
     return absl::Status(why.code(), absl::StrFormat("%s; stopped after %d of %d cases",
                                                     why.message(), done, total));
@@ -324,10 +325,10 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
   std::shared_ptr<BenchmarkJob> self_;
   DeviceWorkers* device_ = nullptr;
   BenchOptions options_;
-  std::vector<BenchCase> cases_;     // those this call runs, in order
-  std::vector<int> job_indices_;     // cases_[i] is the job's case job_indices_[i]
-  int job_total_ = 0;                // cases in the whole job
-  std::vector<double> piece_flops_;  // per case
+  std::vector<BenchCase> cases_;               // those this call runs, in order
+  std::vector<int> job_indices_;               // cases_[i] is the job's case job_indices_[i]
+  int job_total_ = 0;                          // cases in the whole job
+  std::vector<double> piece_flops_;            // per case
   int ok_ = 0, unsupported_ = 0, failed_ = 0;  // touched by one case task at a time
 
   std::mutex mu_;
@@ -407,7 +408,7 @@ std::shared_ptr<AttentionService::Call> AttentionService::NewCall(
 }
 
 absl::Status AttentionService::Identify(grpc::CallbackServerContext* context,
-                                       const std::string& client_id, Call& call) {
+                                        const std::string& client_id, Call& call) {
   call.label = client_id;
   call.limits = config_.participant_limits;
   if (config_.tokens == nullptr) {
@@ -495,7 +496,8 @@ void AttentionService::Done(Call& call, const absl::Status& work_status) {
     fields.emplace_back("queue_ms", absl::StrFormat("%.3f", call.queue_s * 1e3));
     fields.emplace_back("device_ms", absl::StrFormat("%.3f", call.device_s * 1e3));
   }
-  if (call.estimated_s >= 0) fields.emplace_back("estimated_ms", absl::StrFormat("%.3f", call.estimated_s * 1e3));
+  if (call.estimated_s >= 0)
+    fields.emplace_back("estimated_ms", absl::StrFormat("%.3f", call.estimated_s * 1e3));
   if (call.identified) {
     fields.emplace_back("participant", call.client);
     if (!call.label.empty()) fields.emplace_back("client", call.label);
@@ -508,10 +510,10 @@ void AttentionService::Done(Call& call, const absl::Status& work_status) {
   if (suppressed > 0) fields.emplace_back("refusals_not_logged", absl::StrCat(suppressed));
   if (log) {
     Log(status.ok() || status.code() == absl::StatusCode::kInvalidArgument ||
-              status.code() == absl::StatusCode::kCancelled
-          ? spdlog::level::info
-          : spdlog::level::warn,
-      "request", fields);
+                status.code() == absl::StatusCode::kCancelled
+            ? spdlog::level::info
+            : spdlog::level::warn,
+        "request", fields);
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (--metrics_.inflight == 0) idle_.notify_all();
@@ -519,11 +521,11 @@ void AttentionService::Done(Call& call, const absl::Status& work_status) {
 
 Clock::time_point AttentionService::Deadline(grpc::CallbackServerContext* context,
                                              Clock::time_point accepted) const {
-  const auto by_default =
+  const auto by_default = accepted + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(config_.default_deadline_s));
+  const auto longest =
       accepted + std::chrono::duration_cast<Clock::duration>(
-                     std::chrono::duration<double>(config_.default_deadline_s));
-  const auto longest = accepted + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(config_.admission.max_job_seconds));
+                     std::chrono::duration<double>(config_.admission.max_job_seconds));
   const auto client = context->deadline();
   if (client == std::chrono::system_clock::time_point::max()) return std::min(by_default, longest);
   const auto left = client - std::chrono::system_clock::now();
@@ -543,16 +545,16 @@ absl::StatusOr<DeviceWorkers*> AttentionService::PickDevice(int index) const {
     for (DeviceWorkers* d : devices_) {
       if (d->index() == index) return d;
     }
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "device: this server has devices 0..%d, got %d", static_cast<int>(devices_.size()) - 1, index));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("device: this server has devices 0..%d, got %d",
+                        static_cast<int>(devices_.size()) - 1, index));
   }
   if (index < -1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("device: must be a device index or -1 (least busy), got %d", index));
   }
-  return *std::min_element(devices_.begin(), devices_.end(), [](auto* a, auto* b) {
-    return a->waiting() < b->waiting();
-  });
+  return *std::min_element(devices_.begin(), devices_.end(),
+                           [](auto* a, auto* b) { return a->waiting() < b->waiting(); });
 }
 
 void AttentionService::StartDraining() { draining_ = true; }
@@ -683,7 +685,8 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
   }
   call->shape = problem->ToString();
   DeviceWorkers* device = *PickDevice(-1);
-  const std::string name = request->backend().empty() ? std::string(kAutoBackend) : request->backend();
+  const std::string name =
+      request->backend().empty() ? std::string(kAutoBackend) : request->backend();
   auto backend = BackendRegistry::Default().Resolve(name, *problem, device->info());
   if (!backend.ok()) {
     finish(backend.status());
@@ -703,10 +706,12 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
   }
   call->estimated_s = cost.seconds;
   if (2 * qb + 2 * kvb > device->arena_capacity()) {
-    return refuse("device_memory", absl::ResourceExhaustedError(absl::StrFormat(
-        "needs %d bytes for q, k, v and out alone, but a worker's arena on device %d holds %d; "
-        "use a smaller problem or a server with a larger --arena_mib",
-        2 * qb + 2 * kvb, device->index(), device->arena_capacity())));
+    return refuse(
+        "device_memory",
+        absl::ResourceExhaustedError(absl::StrFormat(
+            "needs %d bytes for q, k, v and out alone, but a worker's arena on device %d holds %d; "
+            "use a smaller problem or a server with a larger --arena_mib",
+            2 * qb + 2 * kvb, device->index(), device->arena_capacity())));
   }
   auto host = host_budget_.Reserve(
       static_cast<int64_t>(request->ByteSizeLong()) + (request->omit_output() ? 0 : qb), "Attend");
@@ -720,9 +725,11 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
     if (absl::Status s = call->stop->Check(); !s.ok()) {
       if (absl::IsDeadlineExceeded(s)) {
         return absl::DeadlineExceededError(absl::StrFormat(
-            "deadline passed after %.3f s in the queue; retry with a longer deadline", call->queue_s));
+            "deadline passed after %.3f s in the queue; retry with a longer deadline",
+            call->queue_s));
       }
-      return absl::IsCancelled(s) ? absl::CancelledError("cancelled by the client while queued") : s;
+      return absl::IsCancelled(s) ? absl::CancelledError("cancelled by the client while queued")
+                                  : s;
     }
     // Memory admission: inputs, output and the backend's workspace, before anything launches.
     auto workspace = b->WorkspaceBytes(p, dc);
@@ -743,7 +750,8 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
       const std::string* src[3] = {&request->tensors().q(), &request->tensors().k(),
                                    &request->tensors().v()};
       void* dst[3] = {t.q.data, t.k.data, t.v.data};
-      for (int i = 0; i < 3 && s.ok(); ++i) s = dc.CopyToDevice(dst[i], src[i]->data(), src[i]->size());
+      for (int i = 0; i < 3 && s.ok(); ++i)
+        s = dc.CopyToDevice(dst[i], src[i]->data(), src[i]->size());
     } else {
       s = FillInputs(dc, p, t, request->generated().seed(), call->stop.get());
     }
@@ -754,7 +762,8 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
     run_options.stop = call->stop.get();
     run_options.max_piece_flops = piece_flops;
     run_options.host_threads = config_.host_threads;
-    auto ms = TimeOnDevice(dc, [&] { return RunAttention(*b, p, t, dc, run_options); }, 0, 1);
+    auto ms = TimeOnDevice(
+        dc, [&] { return RunAttention(*b, p, t, dc, run_options); }, 0, 1);
     if (!ms.ok()) return ms.status();
     call->device_s = ms->front() / 1e3;
     metrics_.DeviceTime(b->name(), std::string(DTypeName(p.dtype)), p.causal, call->device_s);
@@ -784,7 +793,8 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
 
 grpc::ServerWriteReactor<v1::RunBenchmarkEvent>* AttentionService::RunBenchmark(
     grpc::CallbackServerContext* context, const v1::RunBenchmarkRequest* request) {
-  auto job = std::make_shared<BenchmarkJob>(this, context, NewCall("RunBenchmark", context, request->client_id()));
+  auto job = std::make_shared<BenchmarkJob>(this, context,
+                                            NewCall("RunBenchmark", context, request->client_id()));
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.insert(job);

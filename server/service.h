@@ -32,8 +32,8 @@ struct ServiceConfig {
   std::string version;
   std::string hostname;
   bool cpu_fallback = false;
-  std::string note;               // why cpu_fallback, or why not serving
-  std::string not_serving_reason; // non-empty: every work RPC is UNAVAILABLE with this reason
+  std::string note;                // why cpu_fallback, or why not serving
+  std::string not_serving_reason;  // non-empty: every work RPC is UNAVAILABLE with this reason
   // With tokens: who may call (null: no tokens, everyone is keyed by client_id or address).
   const TokenRegistry* tokens = nullptr;
   // Quotas of callers without a tokens-file override, and their device-time window.
@@ -105,7 +105,8 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
   // Who calls: with tokens, the participant of the authorization header (UNAUTHENTICATED
   // otherwise); without, the client key with the default limits. Fills call.client, label,
   // role and limits.
-  absl::Status Identify(grpc::CallbackServerContext* context, const std::string& client_id, Call& call);
+  absl::Status Identify(grpc::CallbackServerContext* context, const std::string& client_id,
+                        Call& call);
   // A participant's call begins (quotas); sets call.quota or call.refusal.
   absl::Status BeginQuota(Call& call, bool job);
   // Seconds a task of `call` held a device worker: quotas and metrics.
@@ -121,7 +122,8 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
   void Done(Call& call, const absl::Status& status);
   // Steady-clock deadline of a call: the client's, or default_deadline_s after acceptance; at
   // most max_job_seconds after acceptance.
-  Clock::time_point Deadline(grpc::CallbackServerContext* context, Clock::time_point accepted) const;
+  Clock::time_point Deadline(grpc::CallbackServerContext* context,
+                             Clock::time_point accepted) const;
 
   // UNAVAILABLE while draining or not serving; OK otherwise.
   absl::Status Admit() const;

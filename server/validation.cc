@@ -41,22 +41,27 @@ v1::BenchmarkCase CaseToProto(const BenchCase& c) {
 
 absl::StatusOr<DType> DTypeFromProto(v1::DType dtype, const std::string& field) {
   switch (dtype) {
-    case v1::FLOAT32: return DType::kFloat32;
-    case v1::BFLOAT16: return DType::kBFloat16;
-    case v1::FLOAT16: return DType::kFloat16;
+    case v1::FLOAT32:
+      return DType::kFloat32;
+    case v1::BFLOAT16:
+      return DType::kBFloat16;
+    case v1::FLOAT16:
+      return DType::kFloat16;
     default:
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: must be FLOAT32, BFLOAT16 or FLOAT16, got %s", field,
-          dtype == v1::DTYPE_UNSPECIFIED ? "DTYPE_UNSPECIFIED" : absl::StrCat(static_cast<int>(dtype))));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: must be FLOAT32, BFLOAT16 or FLOAT16, got %s", field,
+                          dtype == v1::DTYPE_UNSPECIFIED ? "DTYPE_UNSPECIFIED"
+                                                         : absl::StrCat(static_cast<int>(dtype))));
   }
 }
 
 absl::StatusOr<AttentionProblem> ProblemFromProto(const v1::Shape& shape, v1::DType dtype,
                                                   bool causal, double scale,
                                                   const std::string& field) {
-  const std::pair<const char*, int64_t> dims[] = {
-      {"batch", shape.batch()}, {"q_len", shape.q_len()}, {"num_heads", shape.num_heads()},
-      {"head_dim", shape.head_dim()}};
+  const std::pair<const char*, int64_t> dims[] = {{"batch", shape.batch()},
+                                                  {"q_len", shape.q_len()},
+                                                  {"num_heads", shape.num_heads()},
+                                                  {"head_dim", shape.head_dim()}};
   for (const auto& [name, value] : dims) {
     if (value < 1) {
       return absl::InvalidArgumentError(
@@ -66,8 +71,9 @@ absl::StatusOr<AttentionProblem> ProblemFromProto(const v1::Shape& shape, v1::DT
   for (const auto& [name, value] : {std::pair<const char*, int64_t>{"kv_len", shape.kv_len()},
                                     {"num_kv_heads", shape.num_kv_heads()}}) {
     if (value < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: must be >= 1, or 0 for the default, got %d", Join(field, "shape") + "." + name, value));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: must be >= 1, or 0 for the default, got %d",
+                          Join(field, "shape") + "." + name, value));
     }
   }
   AttentionProblem p;
@@ -83,8 +89,9 @@ absl::StatusOr<AttentionProblem> ProblemFromProto(const v1::Shape& shape, v1::DT
   p.dtype = *d;
   if (scale != 0) {
     if (!std::isfinite(scale) || scale < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: must be finite and > 0, or 0 for 1/sqrt(head_dim); got %g", Join(field, "scale"), scale));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: must be finite and > 0, or 0 for 1/sqrt(head_dim); got %g",
+                          Join(field, "scale"), scale));
     }
     p.scale = scale;
   }
@@ -106,7 +113,8 @@ absl::Status ValidateBackendName(const std::string& name, const std::string& fie
 
 absl::StatusOr<AttentionProblem> ValidateAttend(const v1::AttendRequest& request,
                                                 const RequestLimits& limits) {
-  auto p = ProblemFromProto(request.shape(), request.dtype(), request.causal(), request.scale(), "");
+  auto p =
+      ProblemFromProto(request.shape(), request.dtype(), request.causal(), request.scale(), "");
   if (!p.ok()) return p.status();
   if (auto s = ValidateBackendName(request.backend(), "backend"); !s.ok()) return s;
   const int64_t e = DTypeSize(p->dtype);
@@ -114,9 +122,12 @@ absl::StatusOr<AttentionProblem> ValidateAttend(const v1::AttendRequest& request
   switch (request.inputs_case()) {
     case v1::AttendRequest::kTensors: {
       const auto& t = request.tensors();
-      if (auto s = CheckBytes(t.q(), QueryElements(*p), p->dtype, "q", "B*T*N*H"); !s.ok()) return s;
-      if (auto s = CheckBytes(t.k(), KeyValueElements(*p), p->dtype, "k", "B*S*K*H"); !s.ok()) return s;
-      if (auto s = CheckBytes(t.v(), KeyValueElements(*p), p->dtype, "v", "B*S*K*H"); !s.ok()) return s;
+      if (auto s = CheckBytes(t.q(), QueryElements(*p), p->dtype, "q", "B*T*N*H"); !s.ok())
+        return s;
+      if (auto s = CheckBytes(t.k(), KeyValueElements(*p), p->dtype, "k", "B*S*K*H"); !s.ok())
+        return s;
+      if (auto s = CheckBytes(t.v(), KeyValueElements(*p), p->dtype, "v", "B*S*K*H"); !s.ok())
+        return s;
       if (q_bytes + 2 * kv_bytes > limits.max_request_bytes) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "tensors: %d bytes of q, k and v exceed the server's max_request_bytes (%d)",
@@ -143,18 +154,18 @@ absl::StatusOr<BenchOptions> BenchOptionsFromProto(const v1::BenchmarkOptions& o
                                                    const RequestLimits& limits) {
   BenchOptions out;
   if (o.has_warmup() && (o.warmup() < 0 || o.warmup() > limits.max_warmup)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "options.warmup: must be in [0, %d], got %d", limits.max_warmup, o.warmup()));
+    return absl::InvalidArgumentError(absl::StrFormat("options.warmup: must be in [0, %d], got %d",
+                                                      limits.max_warmup, o.warmup()));
   }
   if (o.has_repeats() && (o.repeats() < 1 || o.repeats() > limits.max_repeats)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "options.repeats: must be in [1, %d], got %d", limits.max_repeats, o.repeats()));
+    return absl::InvalidArgumentError(absl::StrFormat("options.repeats: must be in [1, %d], got %d",
+                                                      limits.max_repeats, o.repeats()));
   }
   if (o.has_case_budget_seconds() &&
       !(o.case_budget_seconds() > 0 && o.case_budget_seconds() <= limits.max_case_budget_s)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "options.case_budget_seconds: must be in (0, %g], got %g", limits.max_case_budget_s,
-        o.case_budget_seconds()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("options.case_budget_seconds: must be in (0, %g], got %g",
+                        limits.max_case_budget_s, o.case_budget_seconds()));
   }
   if (o.has_rotate_inputs() && (o.rotate_inputs() < 1 || o.rotate_inputs() > kMaxInputSets)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -174,9 +185,9 @@ absl::StatusOr<BenchOptions> BenchOptionsFromProto(const v1::BenchmarkOptions& o
   if (r.amax_compute_algo() == "most_recent") {
     out.fp8_recipe.amax_compute_algo = AmaxComputeAlgo::kMostRecent;
   } else if (!r.amax_compute_algo().empty() && r.amax_compute_algo() != "max") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.fp8_recipe.amax_compute_algo: must be max or most_recent, got '",
-        r.amax_compute_algo(), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.fp8_recipe.amax_compute_algo: must be max or most_recent, got '",
+                     r.amax_compute_algo(), "'"));
   }
   if (auto s = ValidateBenchOptions(out); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("options.", s.message()));
@@ -196,8 +207,9 @@ absl::StatusOr<JobCases> BenchCasesFromRequest(const v1::RunBenchmarkRequest& re
     const auto& list = request.cases().cases();
     if (list.empty()) return absl::InvalidArgumentError("cases: the list is empty");
     if (list.size() > limits.max_cases) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "cases: %d cases exceed the server's limit of %d per job", list.size(), limits.max_cases));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("cases: %d cases exceed the server's limit of %d per job", list.size(),
+                          limits.max_cases));
     }
     for (int i = 0; i < list.size(); ++i) {
       const v1::BenchmarkCase& c = list[i];
@@ -205,7 +217,8 @@ absl::StatusOr<JobCases> BenchCasesFromRequest(const v1::RunBenchmarkRequest& re
       auto p = ProblemFromProto(c.shape(), c.dtype(), c.causal(), 0, field);
       if (!p.ok()) return p.status();
       if (auto s = ValidateBackendName(c.backend(), field + ".backend"); !s.ok()) return s;
-      cases.push_back({c.section(), *p, c.backend().empty() ? std::string(kAutoBackend) : c.backend()});
+      cases.push_back(
+          {c.section(), *p, c.backend().empty() ? std::string(kAutoBackend) : c.backend()});
     }
   } else {
     return absl::InvalidArgumentError("job: set either suite (a name) or cases (a list)");
@@ -221,8 +234,9 @@ absl::StatusOr<JobCases> BenchCasesFromRequest(const v1::RunBenchmarkRequest& re
   for (int i = 0; i < request.case_indices_size(); ++i) {
     const int index = request.case_indices(i);
     if (index < 0 || index >= out.job_total) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "case_indices[%d]: must be in [0, %d) (the job's cases), got %d", i, out.job_total, index));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("case_indices[%d]: must be in [0, %d) (the job's cases), got %d", i,
+                          out.job_total, index));
     }
     if (taken[index]) {
       return absl::InvalidArgumentError(

@@ -15,7 +15,7 @@ namespace attn::server {
 // The bounds a request is held to (the server's flags; reported in ServerInfo.limits).
 struct RequestLimits {
   int64_t max_request_bytes = int64_t{64} << 20;  // q + k + v, and the output returned
-  int max_cases = 1000;                            // cases in one benchmark job
+  int max_cases = 1000;                           // cases in one benchmark job
   int max_warmup = 1000;
   int max_repeats = 10000;
   double max_case_budget_s = 60;
@@ -54,7 +54,8 @@ absl::StatusOr<JobCases> BenchCasesFromRequest(const attention::v1::RunBenchmark
 // A job's case as the wire carries it (engine -> proto).
 attention::v1::BenchmarkCase CaseToProto(const BenchCase& bench_case);
 
-// proto -> engine dtype (proto/convert.h has the other way). DTYPE_UNSPECIFIED and unknown values are InvalidArgument on `field`.
+// proto -> engine dtype (proto/convert.h has the other way). DTYPE_UNSPECIFIED and unknown values
+// are InvalidArgument on `field`.
 absl::StatusOr<DType> DTypeFromProto(attention::v1::DType dtype, const std::string& field);
 
 }  // namespace attn::server

@@ -6,6 +6,7 @@
 // another's server log and talk to a server that is about to be killed.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,8 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace attn::testing {
 
@@ -54,8 +53,8 @@ class ServerProcess {
   explicit ServerProcess(const std::string& name, std::vector<std::string> extra_flags = {}) {
     log_ = ScratchDir() + "server_" + name + ".log";
     const std::string binary = BinaryPath("ATTN_SERVER_BINARY", ATTN_SERVER_BINARY);
-    std::vector<std::string> argv = {binary, "--listen_address=127.0.0.1:0", "--metrics_address=",
-                                     "--devices=cpu", "--arena_mib=256"};
+    std::vector<std::string> argv = {binary, "--listen_address=127.0.0.1:0",
+                                     "--metrics_address=", "--devices=cpu", "--arena_mib=256"};
     argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
     pid_ = fork();
     if (pid_ == 0) {

@@ -68,7 +68,8 @@ Arena::~Arena() {
 
 absl::StatusOr<ArenaBlock> Arena::Allocate(int64_t bytes) {
   if (bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat("allocation of %d bytes: must be >= 0", bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("allocation of %d bytes: must be >= 0", bytes));
   }
   if (bytes == 0) return ArenaBlock();
   if (bytes > capacity_) {

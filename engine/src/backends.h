@@ -44,17 +44,19 @@ inline void AddBuiltinBackends(BackendRegistry& registry) {
   (void)no_cudnn_fp8;
   registry.Add(MakeCudnnBackend());
 #else
-  registry.Add(MakeUnavailableBackend("cudnn", "cuDNN fused flash attention (SDPA forward)",
-                                      no_cudnn));
+  registry.Add(
+      MakeUnavailableBackend("cudnn", "cuDNN fused flash attention (SDPA forward)", no_cudnn));
 #endif
 #if ATTN_HAVE_CUDA
   registry.Add(MakeFusedBackend());
   registry.Add(MakeNaiveBackend());
 #else
-  registry.Add(MakeUnavailableBackend("fused", "our flash-attention kernel",
-                                      "fused: needs a CUDA device; this engine was built without CUDA"));
-  registry.Add(MakeUnavailableBackend("naive", "cuBLAS GEMM + softmax kernel + GEMM",
-                                      "naive: needs a CUDA device; this engine was built without CUDA"));
+  registry.Add(
+      MakeUnavailableBackend("fused", "our flash-attention kernel",
+                             "fused: needs a CUDA device; this engine was built without CUDA"));
+  registry.Add(
+      MakeUnavailableBackend("naive", "cuBLAS GEMM + softmax kernel + GEMM",
+                             "naive: needs a CUDA device; this engine was built without CUDA"));
 #endif
   registry.Add(MakeCpuBackend());
   // Last: FP8 changes results far beyond rounding, so "auto" must never pick it (every problem

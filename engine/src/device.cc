@@ -34,8 +34,7 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCpu(
 }
 
 absl::StatusOr<BackendState*> DeviceContext::GetBackendState(
-    const void* owner,
-    const std::function<absl::StatusOr<std::unique_ptr<BackendState>>()>& make) {
+    const void* owner, const std::function<absl::StatusOr<std::unique_ptr<BackendState>>()>& make) {
   std::lock_guard<std::mutex> lock(states_mu_);
   auto it = states_.find(owner);
   if (it != states_.end()) return it->second.get();
@@ -47,8 +46,8 @@ absl::StatusOr<BackendState*> DeviceContext::GetBackendState(
 }
 
 absl::StatusOr<void*> AllocateHostMemory(int64_t bytes) {
-  void* p = ::operator new(static_cast<size_t>(bytes), std::align_val_t(Arena::kAlignment),
-                           std::nothrow);
+  void* p =
+      ::operator new(static_cast<size_t>(bytes), std::align_val_t(Arena::kAlignment), std::nothrow);
   if (p == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("host allocation of %d bytes failed; lower the arena size", bytes));

@@ -37,8 +37,8 @@ float Float16BitsToFloat(uint16_t bits) {
   if (exponent == 0) {
     magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal
   } else if (exponent == 31) {
-    magnitude = mantissa ? std::numeric_limits<float>::quiet_NaN()
-                         : std::numeric_limits<float>::infinity();
+    magnitude =
+        mantissa ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
   } else {
     magnitude = std::ldexp(static_cast<float>(mantissa | 0x400u), static_cast<int>(exponent) - 25);
   }

@@ -47,7 +47,7 @@ float E4M3ToFloat(uint8_t bits) {
 }
 
 std::string DelayedScaling::ToString() const {
-  const char* format = fp8_format == Fp8Format::kE4M3    ? "E4M3"
+  const char* format = fp8_format == Fp8Format::kE4M3     ? "E4M3"
                        : fp8_format == Fp8Format::kHybrid ? "HYBRID"
                                                           : "E5M2";
   return absl::StrFormat("margin=%d fp8_format=%s amax_history_len=%d amax_compute_algo=%s", margin,
@@ -74,7 +74,8 @@ absl::Status ValidateDelayedScaling(const DelayedScaling& r) {
 
 float ComputeScale(float amax, float previous, float fp8_max, int margin) {
   if (!(amax > 0.0f) || !std::isfinite(amax)) return previous;
-  return std::ldexp(fp8_max / amax, -margin);  // the kernels' arithmetic: float division, exact 2^-m
+  return std::ldexp(fp8_max / amax,
+                    -margin);  // the kernels' arithmetic: float division, exact 2^-m
 }
 
 const char* Fp8TensorName(int tensor) {
@@ -83,7 +84,8 @@ const char* Fp8TensorName(int tensor) {
 }
 
 AmaxHistory::AmaxHistory(const DelayedScaling& recipe) : recipe_(recipe) {
-  for (auto& h : history_) h.assign(static_cast<size_t>(std::max(1, recipe.amax_history_len)), 0.0f);
+  for (auto& h : history_)
+    h.assign(static_cast<size_t>(std::max(1, recipe.amax_history_len)), 0.0f);
   scale_.fill(1.0f);
 }
 

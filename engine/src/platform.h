@@ -12,8 +12,8 @@
 
 namespace attn {
 
-absl::StatusOr<void*> AllocateDeviceMemory(int64_t bytes);      // cudaMalloc on the current device
-absl::StatusOr<void*> AllocateHostMemory(int64_t bytes);        // aligned operator new
+absl::StatusOr<void*> AllocateDeviceMemory(int64_t bytes);  // cudaMalloc on the current device
+absl::StatusOr<void*> AllocateHostMemory(int64_t bytes);    // aligned operator new
 void FreeDeviceMemory(void* p);
 void FreeHostMemory(void* p);
 

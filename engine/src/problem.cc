@@ -52,9 +52,8 @@ double AttentionFlops(const AttentionProblem& p) {
 }
 
 double AttentionMinBytes(const AttentionProblem& p) {
-  return static_cast<double>(DTypeSize(p.dtype)) *
-         (2.0 * static_cast<double>(QueryElements(p)) +
-          2.0 * static_cast<double>(KeyValueElements(p)));
+  return static_cast<double>(DTypeSize(p.dtype)) * (2.0 * static_cast<double>(QueryElements(p)) +
+                                                    2.0 * static_cast<double>(KeyValueElements(p)));
 }
 
 absl::StatusOr<int64_t> CheckedMul(int64_t a, int64_t b, const char* what) {
@@ -85,9 +84,12 @@ absl::Status ValidateProblem(const AttentionProblem& p) {
   const struct {
     const char* field;
     int64_t value;
-  } dims[] = {{"batch", p.batch},         {"q_len", p.q_len},
-              {"kv_len", p.kv_len},       {"num_heads", p.num_heads},
-              {"num_kv_heads", p.num_kv_heads}, {"head_dim", p.head_dim}};
+  } dims[] = {{"batch", p.batch},
+              {"q_len", p.q_len},
+              {"kv_len", p.kv_len},
+              {"num_heads", p.num_heads},
+              {"num_kv_heads", p.num_kv_heads},
+              {"head_dim", p.head_dim}};
   for (const auto& d : dims) {
     if (d.value < 1) {
       return absl::InvalidArgumentError(
@@ -114,8 +116,7 @@ absl::Status ValidateProblem(const AttentionProblem& p) {
     return s;
   // The score matrix is what the naive backend materialises in float32; every backend's FLOP
   // and mask arithmetic indexes it, so its byte count must be representable too.
-  return CheckProduct({p.batch, p.num_heads, p.q_len, p.kv_len}, 4,
-                      "score bytes (B*N*T*S*4)");
+  return CheckProduct({p.batch, p.num_heads, p.q_len, p.kv_len}, 4, "score bytes (B*N*T*S*4)");
 }
 
 }  // namespace attn

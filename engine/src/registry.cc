@@ -80,16 +80,15 @@ absl::StatusOr<const Backend*> BackendRegistry::Resolve(absl::string_view name,
       if (v.support.ok()) return v.backend;
       reasons.push_back(std::string(v.support.message()));
     }
-    return Unsupported(absl::StrCat(
-        "backend: no backend supports ", problem.ToString(), " on ", device.ToString(), ": ",
-        absl::StrJoin(reasons, "; ")));
+    return Unsupported(absl::StrCat("backend: no backend supports ", problem.ToString(), " on ",
+                                    device.ToString(), ": ", absl::StrJoin(reasons, "; ")));
   }
   const Backend* backend = Find(name);
   if (backend == nullptr) {
     std::vector<std::string> names{std::string(kAutoBackend)};
     for (const auto& b : backends_) names.push_back(b->name());
-    return absl::InvalidArgumentError(absl::StrCat("backend: unknown '", name, "'; expected one of ",
-                                                   absl::StrJoin(names, ", ")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend: unknown '", name, "'; expected one of ", absl::StrJoin(names, ", ")));
   }
   if (auto s = backend->CheckSupport(problem, device); !s.ok()) return s;
   return backend;

@@ -23,13 +23,13 @@ AttentionTensors PackedTensors(const AttentionProblem& p, MemoryKind memory, voi
                                void* v, void* out) {
   const int64_t e = DTypeSize(p.dtype);
   const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
-  return {TensorView::Contiguous(q, qb, p.dtype, memory, p.batch, p.q_len, p.num_heads, p.head_dim),
-          TensorView::Contiguous(k, kvb, p.dtype, memory, p.batch, p.kv_len, p.num_kv_heads,
-                                 p.head_dim),
-          TensorView::Contiguous(v, kvb, p.dtype, memory, p.batch, p.kv_len, p.num_kv_heads,
-                                 p.head_dim),
-          TensorView::Contiguous(out, qb, p.dtype, memory, p.batch, p.q_len, p.num_heads,
-                                 p.head_dim)};
+  return {
+      TensorView::Contiguous(q, qb, p.dtype, memory, p.batch, p.q_len, p.num_heads, p.head_dim),
+      TensorView::Contiguous(k, kvb, p.dtype, memory, p.batch, p.kv_len, p.num_kv_heads,
+                             p.head_dim),
+      TensorView::Contiguous(v, kvb, p.dtype, memory, p.batch, p.kv_len, p.num_kv_heads,
+                             p.head_dim),
+      TensorView::Contiguous(out, qb, p.dtype, memory, p.batch, p.q_len, p.num_heads, p.head_dim)};
 }
 
 namespace {
@@ -54,11 +54,12 @@ absl::Status ValidateTensor(const TensorView& v, const AttentionProblem& p, cons
       is_query_like ? std::array<int64_t, 4>{p.batch, p.q_len, p.num_heads, p.head_dim}
                     : std::array<int64_t, 4>{p.batch, p.kv_len, p.num_kv_heads, p.head_dim};
   const char* layout = is_query_like ? "(B, T, N, H)" : "(B, S, K, H)";
-  if (v.data == nullptr) return absl::InvalidArgumentError(absl::StrFormat("%s: data is null", name));
+  if (v.data == nullptr)
+    return absl::InvalidArgumentError(absl::StrFormat("%s: data is null", name));
   if (v.dtype != p.dtype) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: dtype %s does not match the problem's %s",
-                                                      name, DTypeName(v.dtype),
-                                                      DTypeName(p.dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: dtype %s does not match the problem's %s", name, DTypeName(v.dtype),
+                        DTypeName(p.dtype)));
   }
   if (v.shape != want) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -91,9 +92,9 @@ absl::Status ValidateTensor(const TensorView& v, const AttentionProblem& p, cons
     return absl::InvalidArgumentError(absl::StrFormat("%s: byte extent overflows int64", name));
   }
   if (*needed > v.capacity_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: shape and strides reach %d bytes but the buffer holds %d", name, *needed,
-        v.capacity_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: shape and strides reach %d bytes but the buffer holds %d", name,
+                        *needed, v.capacity_bytes));
   }
   return absl::OkStatus();
 }
@@ -116,8 +117,8 @@ absl::Status ValidateTensors(const AttentionTensors& t, const AttentionProblem& 
     const ByteRange in = Extent(*inputs[i]);
     const ByteRange out = Extent(t.out);
     if (in.begin < out.end && out.begin < in.end) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "out: overlaps %s; the output must not alias an input", names[i]));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("out: overlaps %s; the output must not alias an input", names[i]));
     }
   }
   return absl::OkStatus();

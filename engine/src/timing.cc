@@ -35,9 +35,9 @@ absl::StatusOr<std::vector<double>> TimeGraphReplays(DeviceContext& context,
                                                      const std::function<absl::Status()>& work,
                                                      int calls_per_replay, int replays) {
   if (calls_per_replay < 1 || replays < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "timing: calls_per_replay and replays must be >= 1, got %d and %d", calls_per_replay,
-        replays));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("timing: calls_per_replay and replays must be >= 1, got %d and %d",
+                        calls_per_replay, replays));
   }
   if (context.info().kind != DeviceKind::kCuda) {
     return absl::FailedPreconditionError("timing: CUDA-graph replay needs a CUDA device");

@@ -43,16 +43,22 @@ ABSL_FLAG(bool, zero_inputs, false,
           "all-zero Q, K, V instead (what a fresh cudaMalloc holds): shows how far a time depends "
           "on the data through the GPU's power draw; not for reported figures");
 ABSL_FLAG(int64_t, arena_mib, 8192, "device arena size in MiB");
-ABSL_FLAG(std::string, suite, "", "run a named suite (codelab, large) through the engine's runner instead");
-ABSL_FLAG(std::string, sections, "", "with --suite: comma list of the suite's sections to run (default: all)");
-ABSL_FLAG(double, case_budget_s, 2.0, "with --suite: stop timing a case after this much device time");
+ABSL_FLAG(std::string, suite, "",
+          "run a named suite (codelab, large) through the engine's runner instead");
+ABSL_FLAG(std::string, sections, "",
+          "with --suite: comma list of the suite's sections to run (default: all)");
+ABSL_FLAG(double, case_budget_s, 2.0,
+          "with --suite: stop timing a case after this much device time");
 ABSL_FLAG(bool, graph, false, "with --suite: time CUDA-graph replays instead of eager calls");
-ABSL_FLAG(bool, check_numerics, false, "with --suite: compare outputs with the float64 cpu backend");
-ABSL_FLAG(int, rotate_inputs, 1, "with --suite: input sets cycled call by call (keeps small problems out of a warm L2)");
+ABSL_FLAG(bool, check_numerics, false,
+          "with --suite: compare outputs with the float64 cpu backend");
+ABSL_FLAG(int, rotate_inputs, 1,
+          "with --suite: input sets cycled call by call (keeps small problems out of a warm L2)");
 ABSL_FLAG(std::string, format, "table", "with --suite: table, csv or json");
 ABSL_FLAG(int, fp8_margin, 0, "cudnn_fp8 DelayedScaling margin: scale = (448 / amax) / 2^margin");
 ABSL_FLAG(int, fp8_amax_history_len, 1024, "cudnn_fp8 DelayedScaling amax_history_len");
-ABSL_FLAG(std::string, fp8_amax_compute_algo, "max", "cudnn_fp8 DelayedScaling amax_compute_algo: max or most_recent");
+ABSL_FLAG(std::string, fp8_amax_compute_algo, "max",
+          "cudnn_fp8 DelayedScaling amax_compute_algo: max or most_recent");
 ABSL_FLAG(bool, list, false, "list backends with their verdict for the first case, then exit");
 
 namespace {
@@ -83,7 +89,8 @@ absl::StatusOr<attn::DelayedScaling> RecipeFromFlags() {
   } else if (algo == "most_recent") {
     recipe.amax_compute_algo = attn::AmaxComputeAlgo::kMostRecent;
   } else {
-    return absl::InvalidArgumentError("--fp8_amax_compute_algo: expected max or most_recent; got " + algo);
+    return absl::InvalidArgumentError("--fp8_amax_compute_algo: expected max or most_recent; got " +
+                                      algo);
   }
   if (auto s = attn::ValidateDelayedScaling(recipe); !s.ok()) return s;
   return recipe;
@@ -106,20 +113,32 @@ std::vector<std::pair<std::string, std::string>> Fields(const attn::BenchResult&
   return {{"section", Quoted(r.bench_case.section)},
           {"backend", Quoted(r.backend)},
           {"requested_backend", Quoted(r.bench_case.backend)},
-          {"B", absl::StrCat(p.batch)}, {"T", absl::StrCat(p.q_len)}, {"S", absl::StrCat(p.kv_len)},
-          {"N", absl::StrCat(p.num_heads)}, {"K", absl::StrCat(p.num_kv_heads)},
-          {"H", absl::StrCat(p.head_dim)}, {"dtype", Quoted(std::string(attn::DTypeName(p.dtype)))},
+          {"B", absl::StrCat(p.batch)},
+          {"T", absl::StrCat(p.q_len)},
+          {"S", absl::StrCat(p.kv_len)},
+          {"N", absl::StrCat(p.num_heads)},
+          {"K", absl::StrCat(p.num_kv_heads)},
+          {"H", absl::StrCat(p.head_dim)},
+          {"dtype", Quoted(std::string(attn::DTypeName(p.dtype)))},
           {"causal", p.causal ? "true" : "false"},
           {"status", Quoted(r.status.ok() ? "ok" : std::string(r.status.message()))},
-          {"median_ms", num(r.stats.median)}, {"min_ms", num(r.stats.min)},
-          {"mean_ms", num(r.stats.mean)}, {"p10_ms", num(r.stats.p10)},
-          {"p90_ms", num(r.stats.p90)}, {"p99_ms", num(r.stats.p99)},
-          {"stddev_ms", num(r.stats.stddev)}, {"repeats", absl::StrCat(r.stats.count)},
-          {"budget_cut", r.budget_cut ? "true" : "false"}, {"tflops", num(r.tflops)},
-          {"gbps", num(r.gbps)}, {"workspace_bytes", absl::StrCat(r.workspace_bytes)},
-          {"peak_arena_bytes", absl::StrCat(r.peak_arena_bytes)}, {"timing", Quoted(r.timing)},
+          {"median_ms", num(r.stats.median)},
+          {"min_ms", num(r.stats.min)},
+          {"mean_ms", num(r.stats.mean)},
+          {"p10_ms", num(r.stats.p10)},
+          {"p90_ms", num(r.stats.p90)},
+          {"p99_ms", num(r.stats.p99)},
+          {"stddev_ms", num(r.stats.stddev)},
+          {"repeats", absl::StrCat(r.stats.count)},
+          {"budget_cut", r.budget_cut ? "true" : "false"},
+          {"tflops", num(r.tflops)},
+          {"gbps", num(r.gbps)},
+          {"workspace_bytes", absl::StrCat(r.workspace_bytes)},
+          {"peak_arena_bytes", absl::StrCat(r.peak_arena_bytes)},
+          {"timing", Quoted(r.timing)},
           {"input_sets", absl::StrCat(r.input_sets)},
-          {"max_abs_error", num(r.max_abs_error)}, {"rel_l2_error", num(r.rel_l2_error)},
+          {"max_abs_error", num(r.max_abs_error)},
+          {"rel_l2_error", num(r.rel_l2_error)},
           {"numerics", Quoted(r.numerics_note)},
           {"causal_first_diff", num(r.causal_first_diff)},
           {"causal_last_diff", num(r.causal_last_diff)},
@@ -129,7 +148,8 @@ std::vector<std::pair<std::string, std::string>> Fields(const attn::BenchResult&
           {"fp8_next_scale", Quoted(r.fp8_recipe.empty() ? "" : Fp8List(r.fp8_state.next_scale))},
           {"fp8_updates", absl::StrCat(r.fp8_state.updates)},
           {"fp8_quantize_ms", num(r.fp8_quantize_ms)},
-          {"fp8_vs_cudnn_max_diff", num(r.fp8_vs_cudnn_max_diff)}, {"device", Quoted(device)}};
+          {"fp8_vs_cudnn_max_diff", num(r.fp8_vs_cudnn_max_diff)},
+          {"device", Quoted(device)}};
 }
 
 // Runs a named suite with the engine's runner: a table per section as cases finish, or CSV /
@@ -183,26 +203,28 @@ int RunSuite(attn::DeviceContext& context) {
                       r.bench_case.problem.ToString().c_str(),
                       std::string(r.status.message()).c_str());
         } else {
-          std::printf("%-9s %-44s %10.4f %10.4f %10.4f %9.2f %7lld%s %10s\n", name.c_str(),
-                      r.bench_case.problem.ToString().c_str(), r.stats.median, r.stats.p10,
-                      r.stats.p90, r.tflops, static_cast<long long>(r.stats.count),
-                      r.budget_cut ? "*" : " ",
-                      r.max_abs_error >= 0 ? absl::StrFormat("%.2e", r.max_abs_error).c_str() : "-");
+          std::printf(
+              "%-9s %-44s %10.4f %10.4f %10.4f %9.2f %7lld%s %10s\n", name.c_str(),
+              r.bench_case.problem.ToString().c_str(), r.stats.median, r.stats.p10, r.stats.p90,
+              r.tflops, static_cast<long long>(r.stats.count), r.budget_cut ? "*" : " ",
+              r.max_abs_error >= 0 ? absl::StrFormat("%.2e", r.max_abs_error).c_str() : "-");
           if (r.causal_first_diff >= 0 && section == "correctness") {
-            std::printf("%-9s causal vs full, max diff: first (t=0) %.4f (large: causal restricts "
-                        "to self only); last (t=T-1) %.2e (~0: attends to all positions either way)\n",
-                        "", r.causal_first_diff, r.causal_last_diff);
+            std::printf(
+                "%-9s causal vs full, max diff: first (t=0) %.4f (large: causal restricts "
+                "to self only); last (t=T-1) %.2e (~0: attends to all positions either way)\n",
+                "", r.causal_first_diff, r.causal_last_diff);
           }
           if (!r.fp8_recipe.empty()) {
-            std::printf("%-9s fp8 %s, %lld calls recorded; quantise %.4f ms of the median; "
-                        "max |fp8 - cudnn| %s\n%-9s   scales used: %s\n%-9s   amaxes seen: %s\n",
-                        "", r.fp8_recipe.c_str(), static_cast<long long>(r.fp8_state.updates),
-                        r.fp8_quantize_ms,
-                        r.fp8_vs_cudnn_max_diff >= 0
-                            ? absl::StrFormat("%.2e", r.fp8_vs_cudnn_max_diff).c_str()
-                            : "-",
-                        "", Fp8List(r.fp8_state.used_scale).c_str(), "",
-                        Fp8List(r.fp8_state.seen_amax).c_str());
+            std::printf(
+                "%-9s fp8 %s, %lld calls recorded; quantise %.4f ms of the median; "
+                "max |fp8 - cudnn| %s\n%-9s   scales used: %s\n%-9s   amaxes seen: %s\n",
+                "", r.fp8_recipe.c_str(), static_cast<long long>(r.fp8_state.updates),
+                r.fp8_quantize_ms,
+                r.fp8_vs_cudnn_max_diff >= 0
+                    ? absl::StrFormat("%.2e", r.fp8_vs_cudnn_max_diff).c_str()
+                    : "-",
+                "", Fp8List(r.fp8_state.used_scale).c_str(), "",
+                Fp8List(r.fp8_state.seen_amax).c_str());
           }
         }
         std::fflush(stdout);
@@ -217,11 +239,13 @@ int RunSuite(attn::DeviceContext& context) {
     for (const auto& r : *results) {
       const auto fields = Fields(r, device);
       if (header) {
-        for (size_t i = 0; i < fields.size(); ++i) std::printf("%s%s", i ? "," : "", fields[i].first.c_str());
+        for (size_t i = 0; i < fields.size(); ++i)
+          std::printf("%s%s", i ? "," : "", fields[i].first.c_str());
         std::printf("\n");
         header = false;
       }
-      for (size_t i = 0; i < fields.size(); ++i) std::printf("%s%s", i ? "," : "", fields[i].second.c_str());
+      for (size_t i = 0; i < fields.size(); ++i)
+        std::printf("%s%s", i ? "," : "", fields[i].second.c_str());
       std::printf("\n");
     }
   } else {
@@ -230,7 +254,8 @@ int RunSuite(attn::DeviceContext& context) {
       const auto fields = Fields((*results)[j], device);
       std::printf("  {");
       for (size_t i = 0; i < fields.size(); ++i) {
-        std::printf("%s\"%s\": %s", i ? ", " : "", fields[i].first.c_str(), fields[i].second.c_str());
+        std::printf("%s\"%s\": %s", i ? ", " : "", fields[i].first.c_str(),
+                    fields[i].second.c_str());
       }
       std::printf("}%s\n", j + 1 < results->size() ? "," : "");
     }
@@ -303,7 +328,8 @@ int main(int argc, char** argv) {
     if (absl::GetFlag(FLAGS_zero_inputs)) {
       for (const attn::TensorView* view : {&tensors.q, &tensors.k, &tensors.v}) {
         const std::vector<char> zeros(view->capacity_bytes, 0);
-        if (auto s = context.CopyToDevice(view->data, zeros.data(), view->capacity_bytes); !s.ok()) {
+        if (auto s = context.CopyToDevice(view->data, zeros.data(), view->capacity_bytes);
+            !s.ok()) {
           return Fail(s);
         }
       }
@@ -345,16 +371,16 @@ int main(int argc, char** argv) {
         auto steps = attn::TimeFp8Steps(p, tensors.q.data, tensors.k.data, tensors.v.data, context,
                                         absl::GetFlag(FLAGS_repeats));
         if (!steps.ok()) return Fail(steps.status());
-        std::printf("%-7s fp8 %s, %lld calls recorded\n"
-                    "%-7s   steps alone, ms: quantise %.4f, sdpa_fp8 %.4f (plan %s), dequantise "
-                    "%.4f, recipe update %.4f (sum %.4f)\n"
-                    "%-7s   scales used: %s\n%-7s   amaxes seen: %s\n",
-                    "", recipe->ToString().c_str(), static_cast<long long>(state->updates), "",
-                    steps->quantize_ms, steps->attention_ms, steps->plan.c_str(), steps->dequantize_ms,
-                    steps->update_ms,
-                    steps->quantize_ms + steps->attention_ms + steps->dequantize_ms +
-                        steps->update_ms,
-                    "", Fp8List(state->used_scale).c_str(), "", Fp8List(state->seen_amax).c_str());
+        std::printf(
+            "%-7s fp8 %s, %lld calls recorded\n"
+            "%-7s   steps alone, ms: quantise %.4f, sdpa_fp8 %.4f (plan %s), dequantise "
+            "%.4f, recipe update %.4f (sum %.4f)\n"
+            "%-7s   scales used: %s\n%-7s   amaxes seen: %s\n",
+            "", recipe->ToString().c_str(), static_cast<long long>(state->updates), "",
+            steps->quantize_ms, steps->attention_ms, steps->plan.c_str(), steps->dequantize_ms,
+            steps->update_ms,
+            steps->quantize_ms + steps->attention_ms + steps->dequantize_ms + steps->update_ms, "",
+            Fp8List(state->used_scale).c_str(), "", Fp8List(state->seen_amax).c_str());
       }
     }
   }

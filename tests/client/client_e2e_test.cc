@@ -1,6 +1,9 @@
 // attn-client end to end: the real binaries, attn-server on the cpu backend on picked loopback
 // ports and attn-client run as a user would, checking its output, files and exit codes; a sweep
 // split over two servers with round_robin; the HTML report rendered by headless Chromium.
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,10 +16,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -41,8 +40,8 @@ ClientRun Client(const std::string& args) {
   static int n = 0;
   const std::string out = absl::StrCat(ScratchDir(), "client_", n, ".out");
   const std::string err = absl::StrCat(ScratchDir(), "client_", n++, ".err");
-  const std::string cmd = absl::StrCat(BinaryPath("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY), " ", args,
-                                       " >", out, " 2>", err);
+  const std::string cmd = absl::StrCat(BinaryPath("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY), " ",
+                                       args, " >", out, " 2>", err);
   const int status = std::system(cmd.c_str());
   ClientRun r;
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -65,7 +64,9 @@ class ClientE2E : public ::testing::Test {
     delete server_;
     server_ = nullptr;
   }
-  void SetUp() override { ASSERT_GT(server_->port(), 0) << "attn-server did not start: " << ReadTextFile(server_->log()); }
+  void SetUp() override {
+    ASSERT_GT(server_->port(), 0) << "attn-server did not start: " << ReadTextFile(server_->log());
+  }
   static std::string Target() { return "--target=" + server_->address(); }
   static ServerProcess* server_;
 };
@@ -74,13 +75,21 @@ ServerProcess* ClientE2E::server_ = nullptr;
 TEST_F(ClientE2E, InfoListsTheDeviceAndEveryBackendsVerdict) {
   ClientRun r = Client(Target() + " info");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("cpu (" ), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cudnn: needs a CUDA device"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ok: reference on the host"), std::string::npos) << r.out;
   ClientRun j = Client(Target() + " info --format=json");
   ASSERT_EQ(j.rc, 0) << j.err;
   auto doc = ParseJson(j.out);
-  EXPECT_EQ(doc.fields().at("devices").list_value().values(0).struct_value().fields().at("kind").string_value(), "cpu");
+  EXPECT_EQ(doc.fields()
+                .at("devices")
+                .list_value()
+                .values(0)
+                .struct_value()
+                .fields()
+                .at("kind")
+                .string_value(),
+            "cpu");
 }
 
 TEST_F(ClientE2E, HealthReportsBothServiceNames) {
@@ -92,8 +101,10 @@ TEST_F(ClientE2E, HealthReportsBothServiceNames) {
 
 TEST_F(ClientE2E, AttendChecksAgainstTheLocalReferenceAndWritesNpy) {
   const std::string out = ScratchDir() + "attend_out.npy";
-  ClientRun r = Client(Target() + " attend --batch=2 --seq-len=33 --heads=4 --kv-heads=2 --head-dim=32 "
-                 "--dtype=bfloat16 --causal --seed=7 --check --output=" + out);
+  ClientRun r = Client(Target() +
+                       " attend --batch=2 --seq-len=33 --heads=4 --kv-heads=2 --head-dim=32 "
+                       "--dtype=bfloat16 --causal --seed=7 --check --output=" +
+                       out);
   ASSERT_EQ(r.rc, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("outputs close (atol=0.01, rtol=0.01): True"), std::string::npos) << r.out;
   auto a = ReadNpyFile(out);
@@ -121,8 +132,9 @@ TEST_F(ClientE2E, AttendTakesNpyInputsAndTheirShapesGiveTheProblem) {
   ASSERT_TRUE(WriteNpyFile(dir + "/q.npy", make({1, 5, 2, 8}, 1)).ok());
   ASSERT_TRUE(WriteNpyFile(dir + "/k.npy", make({1, 7, 1, 8}, 2)).ok());
   ASSERT_TRUE(WriteNpyFile(dir + "/v.npy", make({1, 7, 1, 8}, 3)).ok());
-  ClientRun r = Client(Target() + " attend --dtype=float16 --check --format=json --q=" + dir + "/q.npy --k=" +
-                 dir + "/k.npy --v=" + dir + "/v.npy --output=" + dir + "/o.npy");
+  ClientRun r =
+      Client(Target() + " attend --dtype=float16 --check --format=json --q=" + dir +
+             "/q.npy --k=" + dir + "/k.npy --v=" + dir + "/v.npy --output=" + dir + "/o.npy");
   ASSERT_EQ(r.rc, 0) << r.err << r.out;
   auto doc = ParseJson(r.out);
   EXPECT_TRUE(doc.fields().at("close").bool_value()) << r.out;
@@ -133,7 +145,8 @@ TEST_F(ClientE2E, AttendTakesNpyInputsAndTheirShapesGiveTheProblem) {
   EXPECT_EQ(o->type, NpyType::kFloat16);
   // A mismatched K and V is refused locally, before any call.
   ASSERT_TRUE(WriteNpyFile(dir + "/v_bad.npy", make({1, 6, 1, 8}, 3)).ok());
-  ClientRun bad = Client(Target() + " attend --q=" + dir + "/q.npy --k=" + dir + "/k.npy --v=" + dir + "/v_bad.npy");
+  ClientRun bad = Client(Target() + " attend --q=" + dir + "/q.npy --k=" + dir +
+                         "/k.npy --v=" + dir + "/v_bad.npy");
   EXPECT_EQ(bad.rc, 2) << bad.err;
   EXPECT_NE(bad.err.find("--k and --v: shapes differ"), std::string::npos) << bad.err;
 }
@@ -149,8 +162,9 @@ TEST_F(ClientE2E, ServerErrorsAreOneClearLine) {
 }
 
 TEST_F(ClientE2E, UsageErrorsExitTwo) {
-  for (const char* args : {"bench --frobnicate", "nosuchcommand", "bench --seq-lens=12,x",
-                           "bench --suite=nosuch", "bench --backends=cpu,nosuch", "attend --dtype=int8"}) {
+  for (const char* args :
+       {"bench --frobnicate", "nosuchcommand", "bench --seq-lens=12,x", "bench --suite=nosuch",
+        "bench --backends=cpu,nosuch", "attend --dtype=int8"}) {
     ClientRun r = Client(Target() + " " + args);
     EXPECT_EQ(r.rc, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("attn-client: "), std::string::npos) << args << ": " << r.err;
@@ -167,13 +181,17 @@ TEST(ClientNoServer, AnUnreachableTargetExitsOneWithAHint) {
 
 TEST_F(ClientE2E, BenchAxesWriteTheThreeFilesAndCountUnsupportedApart) {
   const std::string dir = ScratchDir() + "bench_out";
-  ClientRun r = Client(Target() + " bench --seq-lens=16,32 --batch-sizes=1 --heads=2 --head-dims=16 "
-                 "--dtypes=float32 --backends=cpu,cudnn --warmup=1 --repeats=3 --check --out=" + dir);
+  ClientRun r =
+      Client(Target() +
+             " bench --seq-lens=16,32 --batch-sizes=1 --heads=2 --head-dims=16 "
+             "--dtypes=float32 --backends=cpu,cudnn --warmup=1 --repeats=3 --check --out=" +
+             dir);
   ASSERT_EQ(r.rc, 0) << r.err;  // unsupported is not a failure
   EXPECT_NE(r.out.find("Sequence-length sweep — B=1, N=2, H=16"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cpu float32 (ms)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("4 cases: 2 ok, 2 unsupported, 0 failed"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("[4/4]"), std::string::npos) << "plain progress lines when not a terminal: " << r.err;
+  EXPECT_NE(r.err.find("[4/4]"), std::string::npos)
+      << "plain progress lines when not a terminal: " << r.err;
   auto doc = ParseJson(ReadTextFile(dir + "/results.json"));
   const auto& cases = doc.fields().at("cases").list_value().values();
   ASSERT_EQ(cases.size(), 4);
@@ -189,7 +207,8 @@ TEST_F(ClientE2E, BenchAxesWriteTheThreeFilesAndCountUnsupportedApart) {
     }
   }
   EXPECT_EQ(checked, 2);
-  std::vector<std::string> csv = absl::StrSplit(ReadTextFile(dir + "/results.csv"), '\n', absl::SkipEmpty());
+  std::vector<std::string> csv =
+      absl::StrSplit(ReadTextFile(dir + "/results.csv"), '\n', absl::SkipEmpty());
   EXPECT_EQ(csv.size(), 5u);
   const std::string html = ReadTextFile(dir + "/report.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);
@@ -201,20 +220,25 @@ TEST_F(ClientE2E, BenchAxesWriteTheThreeFilesAndCountUnsupportedApart) {
 TEST_F(ClientE2E, WhatABackendCannotRunIsUnsupportedNotAFailure) {
   for (const char* axes : {"--backends=fused --head-dims=80 --dtypes=bfloat16",
                            "--backends=cudnn --dtypes=float32 --head-dims=64"}) {
-    ClientRun r = Client(Target() + " bench --seq-lens=16 --heads=2 --warmup=0 --repeats=1 " + axes);
+    ClientRun r =
+        Client(Target() + " bench --seq-lens=16 --heads=2 --warmup=0 --repeats=1 " + axes);
     EXPECT_EQ(r.rc, 0) << axes << ": " << r.err;
     EXPECT_NE(r.out.find("n/a"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("1 cases: 0 ok, 1 unsupported, 0 failed"), std::string::npos) << r.out;
   }
   ClientRun r = Client(Target() + " bench --seq-lens=16 --backends=flash9");
   EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_NE(r.err.find("--backends: the server has no backend 'flash9'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--backends: the server has no backend 'flash9'"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(ClientE2E, OptionsTheServerRefusesExitTwoWithItsRule) {
-  ClientRun r = Client(Target() + " bench --seq-lens=16 --heads=1 --head-dims=16 --backends=cpu --budget=120");
+  ClientRun r = Client(Target() +
+                       " bench --seq-lens=16 --heads=1 --head-dims=16 --backends=cpu --budget=120");
   EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_NE(r.out.find("options.case_budget_seconds: must be in (0, 60], got 120"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("options.case_budget_seconds: must be in (0, 60], got 120"),
+            std::string::npos)
+      << r.out;
   EXPECT_EQ(r.out.find("INVALID_ARGUMENT: INVALID_ARGUMENT"), std::string::npos) << r.out;
 }
 
@@ -228,7 +252,8 @@ TEST_F(ClientE2E, ProgressIsABarOnATerminal) {
   const std::string cmd = absl::StrCat(
       "script -qc '", BinaryPath("ATTN_CLIENT_BINARY", ATTN_CLIENT_BINARY), " ", Target(),
       " bench --seq-lens=16,32,48 --heads=2 --head-dims=16 --dtypes=float32 --backends=cpu "
-      "--warmup=1 --repeats=3 >/dev/null' ", log, " >/dev/null 2>&1");
+      "--warmup=1 --repeats=3 >/dev/null' ",
+      log, " >/dev/null 2>&1");
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   const std::string tty = ReadTextFile(log);
   EXPECT_NE(tty.find("\r\x1b[K["), std::string::npos) << "not redrawn in place: " << tty;
@@ -238,8 +263,9 @@ TEST_F(ClientE2E, ProgressIsABarOnATerminal) {
 }
 
 TEST_F(ClientE2E, AFailedCaseExitsOneAndSaysWhy) {
-  ClientRun r = Client(Target() + " bench --seq-lens=100000 --heads=64 --head-dims=256 --backends=cpu "
-                 "--warmup=0 --repeats=1");
+  ClientRun r = Client(Target() +
+                       " bench --seq-lens=100000 --heads=64 --head-dims=256 --backends=cpu "
+                       "--warmup=0 --repeats=1");
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_NE(r.out.find("RESOURCE_EXHAUSTED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("over --max_call_seconds=30"), std::string::npos) << r.out;
@@ -280,14 +306,17 @@ TEST_F(ClientE2E, InterruptCancelsTheJobOnTheServer) {
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
-  const double exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  const double exit_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 130) << ReadTextFile(err);
   EXPECT_LT(exit_s, 5.0);
   EXPECT_NE(ReadTextFile(err).find("interrupted"), std::string::npos) << ReadTextFile(err);
   const auto before = std::chrono::steady_clock::now();
-  ClientRun r = Client(Target() + " attend --batch=1 --seq-len=16 --heads=1 --head-dim=16 --dtype=float32");
-  const double next_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+  ClientRun r =
+      Client(Target() + " attend --batch=1 --seq-len=16 --heads=1 --head-dim=16 --dtype=float32");
+  const double next_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_LT(next_s, 10.0) << "the cancelled case still held the server's worker";
 }
@@ -298,9 +327,11 @@ TEST(ClientRoundRobin, ASweepSplitsOverTwoServers) {
   ServerProcess a("rr_a"), b("rr_b");
   ASSERT_GT(a.port(), 0) << ReadTextFile(a.log());
   ASSERT_GT(b.port(), 0) << ReadTextFile(b.log());
-  ClientRun r = Client("--target=" + a.address() + "," + b.address() + " --format=json bench "
-                 "--seq-lens=8,16,24,32,40,48 --heads=2 --head-dims=16 --dtypes=float32 --backends=cpu "
-                 "--warmup=1 --repeats=3");
+  ClientRun r =
+      Client("--target=" + a.address() + "," + b.address() +
+             " --format=json bench "
+             "--seq-lens=8,16,24,32,40,48 --heads=2 --head-dims=16 --dtypes=float32 --backends=cpu "
+             "--warmup=1 --repeats=3");
   ASSERT_EQ(r.rc, 0) << r.err;
   auto doc = ParseJson(r.out);
   std::map<std::string, int> per_replica;
@@ -311,8 +342,9 @@ TEST(ClientRoundRobin, ASweepSplitsOverTwoServers) {
   EXPECT_EQ(per_replica.size(), 2u) << r.out;
   EXPECT_GT(per_replica["ipv4:" + a.address()], 0);
   EXPECT_GT(per_replica["ipv4:" + b.address()], 0);
-  ClientRun t = Client("--target=" + a.address() + "," + b.address() + " bench --seq-lens=8,16 --heads=2 "
-                 "--head-dims=16 --dtypes=float32 --backends=cpu --warmup=1 --repeats=3");
+  ClientRun t = Client("--target=" + a.address() + "," + b.address() +
+                       " bench --seq-lens=8,16 --heads=2 "
+                       "--head-dims=16 --dtypes=float32 --backends=cpu --warmup=1 --repeats=3");
   ASSERT_EQ(t.rc, 0) << t.err;
   EXPECT_NE(t.out.find("served by: "), std::string::npos) << t.out;
 }
@@ -324,12 +356,15 @@ struct Image {
 };
 
 uint32_t BigEndian32(const std::string& s, size_t at) {
-  return (uint32_t{static_cast<uint8_t>(s[at])} << 24) | (uint32_t{static_cast<uint8_t>(s[at + 1])} << 16) |
-         (uint32_t{static_cast<uint8_t>(s[at + 2])} << 8) | uint32_t{static_cast<uint8_t>(s[at + 3])};
+  return (uint32_t{static_cast<uint8_t>(s[at])} << 24) |
+         (uint32_t{static_cast<uint8_t>(s[at + 1])} << 16) |
+         (uint32_t{static_cast<uint8_t>(s[at + 2])} << 8) |
+         uint32_t{static_cast<uint8_t>(s[at + 3])};
 }
 
 bool DecodePng(const std::string& file, Image& img, std::string& why) {
-  if (file.size() < 8 || file.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) return why = "not a PNG", false;
+  if (file.size() < 8 || file.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0)
+    return why = "not a PNG", false;
   std::string idat;
   int depth = 0, color = 0, interlace = 0;
   for (size_t at = 8; at + 8 <= file.size();) {
@@ -348,13 +383,15 @@ bool DecodePng(const std::string& file, Image& img, std::string& why) {
     at += 12 + len;
   }
   if (depth != 8 || (color != 2 && color != 6) || interlace != 0) {
-    return why = absl::StrCat("PNG depth ", depth, " color type ", color, " interlace ", interlace), false;
+    return why = absl::StrCat("PNG depth ", depth, " color type ", color, " interlace ", interlace),
+           false;
   }
   img.channels = color == 6 ? 4 : 3;
   const size_t stride = static_cast<size_t>(img.width) * img.channels;
   std::vector<uint8_t> raw((stride + 1) * img.height);
   uLongf raw_len = raw.size();
-  if (uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK ||
+  if (uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) !=
+          Z_OK ||
       raw_len != raw.size()) {
     return why = "zlib could not inflate the image data", false;
   }
@@ -371,16 +408,25 @@ bool DecodePng(const std::string& file, Image& img, std::string& why) {
       const int c = up && x >= static_cast<size_t>(bpp) ? up[x - bpp] : 0;
       int pred = 0;
       switch (filter) {
-        case 0: pred = 0; break;
-        case 1: pred = a; break;
-        case 2: pred = b; break;
-        case 3: pred = (a + b) / 2; break;
+        case 0:
+          pred = 0;
+          break;
+        case 1:
+          pred = a;
+          break;
+        case 2:
+          pred = b;
+          break;
+        case 3:
+          pred = (a + b) / 2;
+          break;
         case 4: {
           const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
           pred = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
           break;
         }
-        default: return why = absl::StrCat("PNG filter ", int{filter}), false;
+        default:
+          return why = absl::StrCat("PNG filter ", int{filter}), false;
       }
       row[x] = static_cast<uint8_t>(in[x] + pred);
     }
@@ -393,14 +439,18 @@ int CountColor(const Image& img, uint32_t rgb) {
   const int r = (rgb >> 16) & 0xff, g = (rgb >> 8) & 0xff, b = rgb & 0xff;
   int n = 0;
   for (size_t i = 0; i + 2 < img.pixels.size(); i += img.channels) {
-    if (std::abs(img.pixels[i] - r) + std::abs(img.pixels[i + 1] - g) + std::abs(img.pixels[i + 2] - b) < 24) ++n;
+    if (std::abs(img.pixels[i] - r) + std::abs(img.pixels[i + 1] - g) +
+            std::abs(img.pixels[i + 2] - b) <
+        24)
+      ++n;
   }
   return n;
 }
 
 std::string FindChromium() {
   for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
-    if (std::system(absl::StrCat("command -v ", name, " >/dev/null 2>&1").c_str()) == 0) return name;
+    if (std::system(absl::StrCat("command -v ", name, " >/dev/null 2>&1").c_str()) == 0)
+      return name;
   }
   return "";
 }
@@ -409,15 +459,20 @@ std::string FindChromium() {
 // series colours (the first two: #0969da and #d1242f) are on screen.
 TEST_F(ClientE2E, ReportRendersItsChartsInHeadlessChromium) {
   const std::string chromium = FindChromium();
-  if (chromium.empty()) GTEST_SKIP() << "chromium not installed (Debian package chromium; scripts/deps.sh --test installs it)";
+  if (chromium.empty())
+    GTEST_SKIP()
+        << "chromium not installed (Debian package chromium; scripts/deps.sh --test installs it)";
   const std::string dir = ScratchDir() + "report_out";
-  ClientRun r = Client(Target() + " bench --seq-lens=16,32,64 --batch-sizes=1,2 --heads=2 --head-dims=16 "
-                 "--dtypes=float32,bfloat16 --backends=cpu --warmup=1 --repeats=3 --out=" + dir);
+  ClientRun r = Client(Target() +
+                       " bench --seq-lens=16,32,64 --batch-sizes=1,2 --heads=2 --head-dims=16 "
+                       "--dtypes=float32,bfloat16 --backends=cpu --warmup=1 --repeats=3 --out=" +
+                       dir);
   ASSERT_EQ(r.rc, 0) << r.err;
   const std::string png = dir + "/report.png";
-  const std::string cmd = absl::StrCat("timeout 120 ", chromium, " --headless --no-sandbox --disable-gpu ",
-                                       "--hide-scrollbars --window-size=1000,1600 --screenshot=", png,
-                                       " file://", dir, "/report.html >", dir, "/chromium.log 2>&1");
+  const std::string cmd =
+      absl::StrCat("timeout 120 ", chromium, " --headless --no-sandbox --disable-gpu ",
+                   "--hide-scrollbars --window-size=1000,1600 --screenshot=", png, " file://", dir,
+                   "/report.html >", dir, "/chromium.log 2>&1");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << ReadTextFile(dir + "/chromium.log");
   Image img;
   std::string why;

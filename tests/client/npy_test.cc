@@ -2,10 +2,10 @@
 // np.save writes it), big-endian input, and bad files refused with a message naming the rule.
 #include "client/npy.h"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -62,14 +62,16 @@ TEST(Npy, ReadsVersionTwoAndAOneDimensionalShape) {
 TEST(Npy, BigEndianInputIsSwappedOnRead) {
   // 1.5f is 0x3fc00000; big-endian bytes 3f c0 00 00.
   const std::string data("\x3f\xc0\x00\x00\xc0\x20\x00\x00", 8);  // 1.5, -2.5
-  auto a = ParseNpy(NumpyFile("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", data), "be.npy");
+  auto a = ParseNpy(NumpyFile("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", data),
+                    "be.npy");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(NpyElement(*a, 0), 1.5);
   EXPECT_EQ(NpyElement(*a, 1), -2.5);
 }
 
 TEST(Npy, EveryTypeRoundTripsBitForBit) {
-  for (NpyType type : {NpyType::kFloat64, NpyType::kFloat32, NpyType::kFloat16, NpyType::kBFloat16}) {
+  for (NpyType type :
+       {NpyType::kFloat64, NpyType::kFloat32, NpyType::kFloat16, NpyType::kBFloat16}) {
     NpyArray a;
     a.type = type;
     a.shape = {2, 1, 3, 2};
@@ -99,7 +101,8 @@ TEST(Npy, WidensAndNarrowsToTheRequestDtype) {
   NpyArray a;
   a.type = NpyType::kFloat32;
   a.shape = {3};
-  a.data = Bytes<float>({1.0f, 1.00390625f, -3.0f});  // 1 + 2^-8: a tie in bfloat16, rounds to even (1.0)
+  a.data = Bytes<float>(
+      {1.0f, 1.00390625f, -3.0f});  // 1 + 2^-8: a tie in bfloat16, rounds to even (1.0)
   bool converted = false;
   const std::string bf16 = ToDTypeBytes(a, DType::kBFloat16, &converted);
   EXPECT_TRUE(converted);
@@ -136,8 +139,10 @@ TEST(Npy, BadFilesAreRefusedNamingTheRule) {
   ExpectRejected(NumpyFile(ok_dict, two + "x"), "file has 9");
   ExpectRejected(NumpyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", two),
                  "not a tuple of non-negative integers");
-  ExpectRejected(NumpyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", two),
-                 "too large");
+  ExpectRejected(
+      NumpyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+                two),
+      "too large");
   ExpectRejected(NumpyFile("{'fortran_order': False, 'shape': (2,), }", two), "'descr'");
   std::string long_header = NumpyFile(ok_dict, two);
   long_header[8] = '\xff';

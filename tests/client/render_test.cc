@@ -2,18 +2,19 @@
 // (sequence and batch sweeps with an unsupported cell, MHA/GQA/MQA variants, a checked
 // correctness list, FP8 beside bf16, a failed case). ATTN_UPDATE_GOLDEN=1 rewrites the files;
 // review the diff before committing it.
-#include <cstdlib>
-#include <fstream>
-#include <set>
-#include <sstream>
+#include "client/render.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
 #include "absl/strings/str_split.h"
 #include "attn/inputs.h"
-#include "client/render.h"
 #include "client/report.h"
 #include "proto/status.h"
 
@@ -74,7 +75,8 @@ CaseRecord Ok(const std::string& section, const v1::Shape& shape, v1::DType dtyp
 CaseRecord NotOk(CaseRecord rec, absl::StatusCode status, const std::string& message) {
   rec.result.set_status(CodeNumber(status));
   rec.result.set_message(message);
-  rec.result.set_backend(status == absl::StatusCode::kFailedPrecondition ? "" : rec.result.backend());
+  rec.result.set_backend(status == absl::StatusCode::kFailedPrecondition ? ""
+                                                                         : rec.result.backend());
   rec.result.clear_stats();
   rec.result.set_tflops(0);
   rec.result.set_gbps(0);
@@ -110,8 +112,10 @@ Report Fixture() {
   int i = 0;
   for (int64_t t : {64, 128, 256}) {
     const v1::Shape s = MakeShape(4, t, 8, 8, 64);
-    rep.cases.push_back(Ok("sequence sweep", s, v1::FLOAT32, false, "naive", 0.01 * t, i++ % 2 ? b : a));
-    CaseRecord c = Ok("sequence sweep", s, v1::BFLOAT16, false, "cudnn", 0.002 * t, i++ % 2 ? b : a);
+    rep.cases.push_back(
+        Ok("sequence sweep", s, v1::FLOAT32, false, "naive", 0.01 * t, i++ % 2 ? b : a));
+    CaseRecord c =
+        Ok("sequence sweep", s, v1::BFLOAT16, false, "cudnn", 0.002 * t, i++ % 2 ? b : a);
     if (t == 256) c = NotOk(c, absl::StatusCode::kFailedPrecondition, "cudnn: needs a CUDA device");
     rep.cases.push_back(c);
   }
@@ -123,8 +127,8 @@ Report Fixture() {
     rep.cases.push_back(Ok("MHA/GQA/MQA", MakeShape(2, 64, 8, k, 64), v1::BFLOAT16, false, "auto",
                            0.01 + 0.001 * k, i++ % 2 ? b : a));
   }
-  CaseRecord checked = Ok("correctness", MakeShape(4, 128, 8, 8, 64), v1::BFLOAT16, true, "cudnn",
-                          0.0123, a);
+  CaseRecord checked =
+      Ok("correctness", MakeShape(4, 128, 8, 8, 64), v1::BFLOAT16, true, "cudnn", 0.0123, a);
   checked.result.set_max_abs_error(3.05e-3);
   checked.result.set_rel_l2_error(1.7e-3);
   checked.result.set_numerics("float32 naive on the device");
@@ -147,7 +151,8 @@ Report Fixture() {
   f->set_quantize_ms(0.021);
   f->set_max_diff_vs_cudnn(3.9e-2);
   rep.cases.push_back(fp8);
-  rep.cases.push_back(NotOk(Ok("FP8 vs bf16", fp8_shape, v1::FLOAT32, true, "naive", 1, a), absl::StatusCode::kResourceExhausted,
+  rep.cases.push_back(NotOk(Ok("FP8 vs bf16", fp8_shape, v1::FLOAT32, true, "naive", 1, a),
+                            absl::StatusCode::kResourceExhausted,
                             "arena: 8589934592 bytes needed but the arena holds only 4294967296"));
   for (size_t n = 0; n < rep.cases.size(); ++n) {
     rep.cases[n].result.set_index(static_cast<int>(n));
@@ -176,11 +181,13 @@ void ExpectGolden(const std::string& name, const std::string& actual) {
   std::stringstream expected;
   expected << in.rdbuf();
   if (expected.str() == actual) return;
-  std::vector<std::string> e = absl::StrSplit(expected.str(), '\n'), a = absl::StrSplit(actual, '\n');
+  std::vector<std::string> e = absl::StrSplit(expected.str(), '\n'),
+                           a = absl::StrSplit(actual, '\n');
   for (size_t i = 0; i < std::max(e.size(), a.size()); ++i) {
     const std::string el = i < e.size() ? e[i] : "<end>", al = i < a.size() ? a[i] : "<end>";
     if (el != al) {
-      ADD_FAILURE() << name << " line " << i + 1 << ":\n  expected: " << el << "\n  actual:   " << al;
+      ADD_FAILURE() << name << " line " << i + 1 << ":\n  expected: " << el
+                    << "\n  actual:   " << al;
       return;
     }
   }
@@ -212,14 +219,17 @@ TEST(Render, CsvHasOneRowPerCaseAndEveryRowTheHeadersWidth) {
     int n = 1;
     bool quoted = false;
     for (char c : line) {
-      if (c == '"') quoted = !quoted;
-      else if (c == ',' && !quoted) ++n;
+      if (c == '"')
+        quoted = !quoted;
+      else if (c == ',' && !quoted)
+        ++n;
     }
     return n;
   };
   const int width = fields(lines[0]);
   for (const auto& l : lines) EXPECT_EQ(fields(l), width) << l;
-  for (const char* column : {"median_ms", "p90_ms", "tflops", "backend", "status", "replica", "hostname"}) {
+  for (const char* column :
+       {"median_ms", "p90_ms", "tflops", "backend", "status", "replica", "hostname"}) {
     EXPECT_NE(lines[0].find(column), std::string::npos) << column << " missing from " << lines[0];
   }
 }
@@ -235,8 +245,9 @@ TEST(Render, JsonParsesAndEachCaseCarriesItsStatisticsAndReplica) {
   std::set<std::string> replicas;
   for (int i = 0; i < cases.size(); ++i) {
     const auto& f = cases[i].struct_value().fields();
-    for (const char* key : {"status", "backend", "median_ms", "p10_ms", "p90_ms", "p99_ms", "min_ms",
-                            "mean_ms", "stddev_ms", "tflops", "replica", "hostname", "device_name"}) {
+    for (const char* key :
+         {"status", "backend", "median_ms", "p10_ms", "p90_ms", "p99_ms", "min_ms", "mean_ms",
+          "stddev_ms", "tflops", "replica", "hostname", "device_name"}) {
       EXPECT_TRUE(f.contains(key)) << "case " << i << " lacks " << key;
     }
     replicas.insert(f.at("replica").string_value());
@@ -298,8 +309,8 @@ TEST(Render, HtmlIsSelfContainedAndHasEveryChart) {
   for (const char* external : {"<script", "<link", "src=", "href=\"http", "url(", "@import"}) {
     EXPECT_EQ(html.find(external), std::string::npos) << "external asset: " << external;
   }
-  for (const char* part : {"Sequence-length sweep", "Batch-size sweep", "Attention timing",
-                           "MHA", "GQA", "MQA", "Correctness", "FP8 vs bf16", "Delayed scaling",
+  for (const char* part : {"Sequence-length sweep", "Batch-size sweep", "Attention timing", "MHA",
+                           "GQA", "MQA", "Correctness", "FP8 vs bf16", "Delayed scaling",
                            "amax_history_len=1024", "<svg", "</html>"}) {
     EXPECT_NE(html.find(part), std::string::npos) << part;
   }

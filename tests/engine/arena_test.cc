@@ -14,7 +14,7 @@ TEST(Arena, AllocatesAlignedBlocksAndReturnsThem) {
     auto b = arena->Allocate(300).value();
     EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % Arena::kAlignment, 0u);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % Arena::kAlignment, 0u);
-    EXPECT_EQ(a.size(), 1);  // what was asked for; 256 reserved
+    EXPECT_EQ(a.size(), 1);    // what was asked for; 256 reserved
     EXPECT_EQ(b.size(), 300);  // 512 reserved
     EXPECT_EQ(arena->bytes_in_use(), 768);
   }

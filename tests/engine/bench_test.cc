@@ -1,17 +1,18 @@
 // Benchmark runner pieces: statistics, suites, and a run end to end on the CPU backend.
+#include "attn/bench.h"
+
 #include <atomic>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "attn/attention.h"
-#include "attn/bench.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
 #include "bench/normal_fill.h"
-#include "platform.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
+#include "platform.h"
 
 namespace attn::testing {
 namespace {
@@ -85,7 +86,8 @@ TEST(NormalFill, DeviceFillMatchesTheHostCopy) {
     // the narrower tensor's values.
     auto wide = gpu.arena().Allocate(count * 4);
     ASSERT_TRUE(wide.ok());
-    ASSERT_TRUE(FillNormalOnStream(gpu.stream(), wide->data(), count, DType::kFloat32, 99, dtype).ok());
+    ASSERT_TRUE(
+        FillNormalOnStream(gpu.stream(), wide->data(), count, DType::kFloat32, 99, dtype).ok());
     std::vector<float> widened(static_cast<size_t>(count));
     ASSERT_TRUE(gpu.CopyToHost(widened.data(), wide->data(), count * 4).ok());
     mismatches = 0;
@@ -96,9 +98,10 @@ TEST(NormalFill, DeviceFillMatchesTheHostCopy) {
   }
   auto block = gpu.arena().Allocate(64);
   ASSERT_TRUE(block.ok());
-  EXPECT_EQ(FillNormalOnStream(gpu.stream(), block->data(), 16, DType::kBFloat16, 1, DType::kFloat16)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      FillNormalOnStream(gpu.stream(), block->data(), 16, DType::kBFloat16, 1, DType::kFloat16)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Suites, CodelabHasTheCodelabsTables) {
@@ -177,7 +180,8 @@ TEST(RunBenchmark, BudgetCutsRepeatsAndSaysSo) {
 }
 
 TEST(RunBenchmark, CancelStopsTheRemainingCases) {
-  std::vector<BenchCase> cases(3, {"t", AttentionProblem::SelfAttention(1, 16, 2, 16, DType::kFloat32), "cpu"});
+  std::vector<BenchCase> cases(
+      3, {"t", AttentionProblem::SelfAttention(1, 16, 2, 16, DType::kFloat32), "cpu"});
   StopToken stop;
   BenchOptions options;
   options.warmup = 0;

@@ -53,7 +53,8 @@ TEST(CpuBackend, OneHotScoresPickOneRowOfV) {
   std::vector<double> q(in.q.values.size(), 0.0), k(in.k.values.size(), 0.0);
   for (int64_t n = 0; n < p.num_heads; ++n) {
     for (int64_t s = 0; s < S; ++s) k[At(S, p.num_kv_heads, S, 0, s, n, s)] = 1.0;
-    for (int64_t t = 0; t < p.q_len; ++t) q[At(p.q_len, p.num_heads, S, 0, t, n, (3 * t + 1) % S)] = 1.0;
+    for (int64_t t = 0; t < p.q_len; ++t)
+      q[At(p.q_len, p.num_heads, S, 0, t, n, (3 * t + 1) % S)] = 1.0;
   }
   in.q = MakeOperand(q, p.dtype);
   in.k = MakeOperand(k, p.dtype);
@@ -98,8 +99,10 @@ TEST(CpuBackend, GqaEqualsMhaWithRepeatedKvHeads) {
       for (int64_t s = 0; s < gqa.kv_len; ++s)
         for (int64_t n = 0; n < mha.num_heads; ++n)
           for (int64_t h = 0; h < 16; ++h) {
-            k[At(gqa.kv_len, 8, 16, b, s, n, h)] = in.k.values[At(gqa.kv_len, kv_heads, 16, b, s, n / group, h)];
-            v[At(gqa.kv_len, 8, 16, b, s, n, h)] = in.v.values[At(gqa.kv_len, kv_heads, 16, b, s, n / group, h)];
+            k[At(gqa.kv_len, 8, 16, b, s, n, h)] =
+                in.k.values[At(gqa.kv_len, kv_heads, 16, b, s, n / group, h)];
+            v[At(gqa.kv_len, 8, 16, b, s, n, h)] =
+                in.v.values[At(gqa.kv_len, kv_heads, 16, b, s, n / group, h)];
           }
     rep.k = MakeOperand(k, mha.dtype);
     rep.v = MakeOperand(v, mha.dtype);
@@ -132,18 +135,20 @@ TEST_P(CpuVersusTripleLoop, MatchesWithinDtypeTolerance) {
   EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AwkwardShapes, CpuVersusTripleLoop,
-    ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
-                       ::testing::Values(Shape{1, 1, 1, 1, 1, 8, false}, Shape{2, 17, 17, 4, 4, 32, true},
-                                         Shape{1, 17, 40, 4, 1, 80, true},
-                                         Shape{2, 40, 17, 8, 2, 64, true},
-                                         Shape{1, 127, 127, 2, 2, 128, false},
-                                         Shape{1, 33, 20, 4, 4, 256, false})),
-    [](const auto& param_info) {
-      const Shape& s = std::get<1>(param_info.param);
-      return ShapeName(std::get<0>(param_info.param), s.b, s.t, s.s, s.n, s.k, s.h, s.causal);
-    });
+INSTANTIATE_TEST_SUITE_P(AwkwardShapes, CpuVersusTripleLoop,
+                         ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16,
+                                                              DType::kFloat16),
+                                            ::testing::Values(Shape{1, 1, 1, 1, 1, 8, false},
+                                                              Shape{2, 17, 17, 4, 4, 32, true},
+                                                              Shape{1, 17, 40, 4, 1, 80, true},
+                                                              Shape{2, 40, 17, 8, 2, 64, true},
+                                                              Shape{1, 127, 127, 2, 2, 128, false},
+                                                              Shape{1, 33, 20, 4, 4, 256, false})),
+                         [](const auto& param_info) {
+                           const Shape& s = std::get<1>(param_info.param);
+                           return ShapeName(std::get<0>(param_info.param), s.b, s.t, s.s, s.n, s.k,
+                                            s.h, s.causal);
+                         });
 
 TEST(CpuBackend, StridedViewsMatchPackedOnes) {
   // q, k and v as slices of one packed (B, T, 3, N, H) buffer, the layout a fused QKV
@@ -177,10 +182,10 @@ TEST(CpuBackend, StridedViewsMatchPackedOnes) {
     return v;
   };
   const int64_t nh = p.num_heads * p.head_dim;
-  AttentionTensors t{view(qkv.data()), view(qkv.data() + nh), view(qkv.data() + 2 * nh),
-                     TensorView::Contiguous(out.data(), static_cast<int64_t>(out.size() * 4),
-                                            p.dtype, MemoryKind::kHost, p.batch, p.q_len,
-                                            p.num_heads, p.head_dim)};
+  AttentionTensors t{
+      view(qkv.data()), view(qkv.data() + nh), view(qkv.data() + 2 * nh),
+      TensorView::Contiguous(out.data(), static_cast<int64_t>(out.size() * 4), p.dtype,
+                             MemoryKind::kHost, p.batch, p.q_len, p.num_heads, p.head_dim)};
   auto ctx = DeviceContext::CreateCpu({int64_t{64} << 20});
   ASSERT_TRUE(ctx.ok());
   const Backend* cpu = BackendRegistry::Default().Find("cpu");

@@ -1,4 +1,5 @@
-// The cudnn backend: cuDNN's rules as reasons (any machine), numerics and the plan cache on the GPU.
+// The cudnn backend: cuDNN's rules as reasons (any machine), numerics and the plan cache on the
+// GPU.
 #include <cmath>
 
 #include "attn/attention.h"
@@ -11,10 +12,9 @@ namespace {
 
 const Backend* Cudnn() { return BackendRegistry::Default().Find("cudnn"); }
 
-
-#define ATTN_REQUIRE_CUDNN()                                                             \
-  do {                                                                                   \
-    if (!ATTN_HAVE_CUDNN) GTEST_SKIP() << "built without cuDNN (ATTN_ENABLE_CUDNN)";    \
+#define ATTN_REQUIRE_CUDNN()                                                         \
+  do {                                                                               \
+    if (!ATTN_HAVE_CUDNN) GTEST_SKIP() << "built without cuDNN (ATTN_ENABLE_CUDNN)"; \
   } while (0)
 
 TEST(CudnnSupport, Float32IsRefusedWithTheCodelabsReason) {
@@ -47,7 +47,6 @@ TEST(CudnnSupport, StatesDeviceAndHeadDimRules) {
             "cudnn: head_dim must be <= 256 on compute capability 9.0; got 264");
 }
 
-
 // The awkward sizes (T = 1, 17, 127, 1000; S != T; H = 32..256; K = N, N/4, 1).
 const Shape kShapes[] = {
     {1, 1, 1, 4, 4, 32},       {2, 1, 127, 8, 2, 64},    {2, 17, 17, 8, 8, 80},
@@ -78,11 +77,10 @@ TEST_P(CudnnVersusReference, WithinToleranceAndAtMostTwiceTheNaiveError) {
       << p.ToString() << ": cudnn " << c.ToString() << " vs naive " << n.ToString();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AwkwardShapes, CudnnVersusReference,
-    ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
-                       ::testing::ValuesIn(kShapes), ::testing::Bool()),
-    DtypeShapeCausalName);
+INSTANTIATE_TEST_SUITE_P(AwkwardShapes, CudnnVersusReference,
+                         ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
+                                            ::testing::ValuesIn(kShapes), ::testing::Bool()),
+                         DtypeShapeCausalName);
 
 TEST(CudnnBackend, CloseToNaiveBf16AtTheCodelabShape) {
   ATTN_REQUIRE_CUDNN();
@@ -111,8 +109,8 @@ TEST(CudnnBackend, CausalChangesRowZeroAndKeepsTheLastRow) {
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t i = 0; i < NH; ++i) {
       first = std::fmax(first, std::fabs((*full)[(b * T) * NH + i] - (*causal)[(b * T) * NH + i]));
-      last = std::fmax(last, std::fabs((*full)[(b * T + T - 1) * NH + i] -
-                                       (*causal)[(b * T + T - 1) * NH + i]));
+      last = std::fmax(
+          last, std::fabs((*full)[(b * T + T - 1) * NH + i] - (*causal)[(b * T + T - 1) * NH + i]));
     }
   EXPECT_GT(first, 0.1) << "masking did not change the first position";
   EXPECT_LE(last, 1e-2) << "the last position sees every key either way";
@@ -130,8 +128,8 @@ TEST(CudnnBackend, PlanCacheBuildsOncePerKey) {
   ASSERT_TRUE(RunOnGpu(in, "cudnn").ok());
   const PlanCacheStats twice = Cudnn()->plan_cache_stats(gpu).value();
   EXPECT_EQ(once.misses, before.misses + 1);  // built once (by WorkspaceBytes)
-  EXPECT_EQ(twice.misses, once.misses);        // then only hits
-  EXPECT_GE(twice.hits, once.hits + 2);        // workspace query and run
+  EXPECT_EQ(twice.misses, once.misses);       // then only hits
+  EXPECT_GE(twice.hits, once.hits + 2);       // workspace query and run
   EXPECT_GT(once.build_seconds, before.build_seconds);
   EXPECT_EQ(twice.entries, once.entries);
 }
@@ -151,8 +149,8 @@ TEST(CudnnBackend, AutotuneGivesTheSameResult) {
   ASSERT_TRUE(gpu.CopyToDevice(base, in.q.bytes.data(), qb).ok());
   ASSERT_TRUE(gpu.CopyToDevice(base + qb, in.k.bytes.data(), kvb).ok());
   ASSERT_TRUE(gpu.CopyToDevice(base + qb + kvb, in.v.bytes.data(), kvb).ok());
-  const AttentionTensors t = PackedTensors(p, MemoryKind::kDevice, base, base + qb, base + qb + kvb,
-                                            base + qb + 2 * kvb);
+  const AttentionTensors t =
+      PackedTensors(p, MemoryKind::kDevice, base, base + qb, base + qb + kvb, base + qb + 2 * kvb);
   RunOptions tuned;
   tuned.autotune = true;
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(RunAttention(*Cudnn(), p, t, gpu, tuned).ok());
@@ -210,10 +208,10 @@ TEST(CudnnBackend, ReadsAPackedQkvBufferByStrides) {
     v.strides = {p.q_len * row, row, p.head_dim, 1};
     return v;
   };
-  AttentionTensors t{slice(0), slice(1), slice(2),
-                     TensorView::Contiguous(out_block->data(), out_bytes, p.dtype,
-                                            MemoryKind::kDevice, p.batch, p.q_len, p.num_heads,
-                                            p.head_dim)};
+  AttentionTensors t{
+      slice(0), slice(1), slice(2),
+      TensorView::Contiguous(out_block->data(), out_bytes, p.dtype, MemoryKind::kDevice, p.batch,
+                             p.q_len, p.num_heads, p.head_dim)};
   ASSERT_TRUE(RunAttention(*Cudnn(), p, t, gpu).ok());
   std::vector<uint8_t> out(static_cast<size_t>(out_bytes));
   ASSERT_TRUE(gpu.CopyToHost(out.data(), out_block->data(), out_bytes).ok());

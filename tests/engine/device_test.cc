@@ -1,10 +1,11 @@
 // DeviceContext across threads and GPUs, as attn-server's workers use it: each worker thread
 // owns a context it did not create, on any of the machine's GPUs.
+#include "attn/device.h"
+
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "attn/device.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
 

@@ -1,5 +1,7 @@
 // FP8: E4M3 on the host, the DelayedScaling recipe (any machine); the quantise kernels, the
 // recipe state on the device and the cudnn_fp8 backend's numerics (GPU, cc >= 9.0).
+#include "attn/fp8.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,7 +11,6 @@
 
 #include "attn/attention.h"
 #include "attn/bench.h"
-#include "attn/fp8.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
 #include "engine/test_util.h"
@@ -24,20 +25,20 @@ namespace {
 
 const Backend* Fp8() { return BackendRegistry::Default().Find("cudnn_fp8"); }
 
-#define ATTN_REQUIRE_FP8_BUILD()                                                          \
-  do {                                                                                    \
-    if (!ATTN_HAVE_CUDNN) GTEST_SKIP() << "built without cuDNN (ATTN_ENABLE_CUDNN)";       \
+#define ATTN_REQUIRE_FP8_BUILD()                                                     \
+  do {                                                                               \
+    if (!ATTN_HAVE_CUDNN) GTEST_SKIP() << "built without cuDNN (ATTN_ENABLE_CUDNN)"; \
   } while (0)
 
 // GPU tests also need a device the backend takes (cc >= 9.0 and cuDNN FP8 SDPA).
-#define ATTN_REQUIRE_FP8_GPU()                                                             \
-  do {                                                                                     \
-    ATTN_REQUIRE_FP8_BUILD();                                                              \
-    ATTN_REQUIRE_GPU();                                                                    \
-    const auto probe = AttentionProblem::SelfAttention(1, 64, 1, 64, DType::kBFloat16);    \
-    if (auto s = Fp8()->CheckSupport(probe, SharedGpuContext()->info()); !s.ok()) {        \
-      GTEST_SKIP() << s.message();                                                         \
-    }                                                                                      \
+#define ATTN_REQUIRE_FP8_GPU()                                                          \
+  do {                                                                                  \
+    ATTN_REQUIRE_FP8_BUILD();                                                           \
+    ATTN_REQUIRE_GPU();                                                                 \
+    const auto probe = AttentionProblem::SelfAttention(1, 64, 1, 64, DType::kBFloat16); \
+    if (auto s = Fp8()->CheckSupport(probe, SharedGpuContext()->info()); !s.ok()) {     \
+      GTEST_SKIP() << s.message();                                                      \
+    }                                                                                   \
   } while (0)
 
 double E4M3RoundTrip(float x) { return E4M3ToFloat(FloatToE4M3(x)); }
@@ -65,14 +66,14 @@ TEST(E4M3, EveryCodeDecodesAndEncodesBackToItself) {
 }
 
 TEST(E4M3, RoundsToNearestEvenAndSaturates) {
-  EXPECT_EQ(E4M3RoundTrip(1.0625f), 1.0f);     // halfway 1 .. 1.125: even mantissa 0
-  EXPECT_EQ(E4M3RoundTrip(1.1875f), 1.25f);    // halfway 1.125 .. 1.25: even mantissa 2
+  EXPECT_EQ(E4M3RoundTrip(1.0625f), 1.0f);   // halfway 1 .. 1.125: even mantissa 0
+  EXPECT_EQ(E4M3RoundTrip(1.1875f), 1.25f);  // halfway 1.125 .. 1.25: even mantissa 2
   EXPECT_EQ(E4M3RoundTrip(1.07f), 1.125f);
   EXPECT_EQ(E4M3RoundTrip(-3.3f), -3.25f);
-  EXPECT_EQ(E4M3RoundTrip(std::ldexp(1.0f, -10)), 0.0f);                     // halfway to 2^-9
+  EXPECT_EQ(E4M3RoundTrip(std::ldexp(1.0f, -10)), 0.0f);                      // halfway to 2^-9
   EXPECT_EQ(E4M3RoundTrip(3 * std::ldexp(1.0f, -10)), std::ldexp(1.0f, -8));  // 1.5 units: to 2
   EXPECT_EQ(E4M3RoundTrip(0.01f), 5 * std::ldexp(1.0f, -9));                  // subnormal
-  EXPECT_EQ(E4M3RoundTrip(464.0f), 448.0f);   // beyond the largest finite: saturates (SATFINITE)
+  EXPECT_EQ(E4M3RoundTrip(464.0f), 448.0f);  // beyond the largest finite: saturates (SATFINITE)
   EXPECT_EQ(E4M3RoundTrip(1e30f), 448.0f);
   EXPECT_EQ(E4M3RoundTrip(-std::numeric_limits<float>::infinity()), -448.0f);
   EXPECT_EQ(FloatToE4M3(std::numeric_limits<float>::quiet_NaN()), 0x7f);
@@ -93,8 +94,8 @@ TEST(E4M3, QuantiseDequantiseRoundTripWithAmax) {
     const uint8_t q = FloatToE4M3(static_cast<float>(v) * scale);
     const double back = E4M3ToFloat(q) * descale;
     const double scaled = std::fabs(v) * scale;
-    const double allowed = scaled >= std::ldexp(1.0, -6) ? std::ldexp(std::fabs(v), -4)
-                                                          : std::ldexp(1.0, -10) / scale;
+    const double allowed =
+        scaled >= std::ldexp(1.0, -6) ? std::ldexp(std::fabs(v), -4) : std::ldexp(1.0, -10) / scale;
     ASSERT_LE(std::fabs(back - v), allowed * (1 + 1e-5)) << v;
     if ((q & 0x7f) == 0x7e) ++saturated;
   }
@@ -257,7 +258,8 @@ std::vector<double> Quantised(const std::vector<double>& x, float scale) {
   std::vector<double> out(x.size());
   const float descale = 1.0f / scale;
   for (size_t i = 0; i < x.size(); ++i) {
-    out[i] = static_cast<double>(E4M3ToFloat(FloatToE4M3(static_cast<float>(x[i]) * scale))) * descale;
+    out[i] =
+        static_cast<double>(E4M3ToFloat(FloatToE4M3(static_cast<float>(x[i]) * scale))) * descale;
   }
   return out;
 }
@@ -311,7 +313,8 @@ TEST(Fp8Emulation, StaysWithinTheFp8ToleranceOfTheReference) {
   for (const bool causal : {false, true}) {
     auto p = AttentionProblem::SelfAttention(1, 300, 2, 128, DType::kBFloat16, causal);
     const Inputs in = RandomInputs(p, 40);
-    const Comparison c = Compare(EmulatedFp8(in, CurrentScales(in)), Reference(in), kFp8E4M3Tolerance);
+    const Comparison c =
+        Compare(EmulatedFp8(in, CurrentScales(in)), Reference(in), kFp8E4M3Tolerance);
     EXPECT_TRUE(c.within) << c.ToString();
     EXPECT_GT(c.rel_l2, 0.02) << "the emulation should round like E4M3: " << c.ToString();
   }
@@ -359,7 +362,8 @@ TEST_P(Fp8Kernels, QuantiseMatchesTheHostAndRecordsAmax) {
     std::copy(shape, shape + 4, dev[i].shape);
     std::copy(strides, strides + 4, dev[i].strides);
   }
-  const fp8::HalfType type = dtype == DType::kBFloat16 ? fp8::HalfType::kBFloat16 : fp8::HalfType::kFloat16;
+  const fp8::HalfType type =
+      dtype == DType::kBFloat16 ? fp8::HalfType::kBFloat16 : fp8::HalfType::kFloat16;
   ASSERT_EQ(fp8::LaunchQuantize(type, dev, ds, gpu.stream()), cudaSuccess);
   fp8_internal::DeviceScalars got{};
   ASSERT_TRUE(gpu.CopyToHost(&got, ds, sizeof(got)).ok());
@@ -377,7 +381,8 @@ TEST_P(Fp8Kernels, QuantiseMatchesTheHostAndRecordsAmax) {
   // Dequantise V's bytes back into `dtype` with descale_o: e4m3 * descale, rounded once.
   const int64_t n = counts[2];
   const int64_t shape[4] = {1, n / 64, 1, 64}, strides[4] = {n, 64, 64, 1};
-  ASSERT_EQ(fp8::LaunchDequantize(type, dev[2].dst, false, base + offset, shape, strides, ds, gpu.stream()),
+  ASSERT_EQ(fp8::LaunchDequantize(type, dev[2].dst, false, base + offset, shape, strides, ds,
+                                  gpu.stream()),
             cudaSuccess);
   std::vector<uint8_t> back(static_cast<size_t>(n * 2)), q8(static_cast<size_t>(n));
   ASSERT_TRUE(gpu.CopyToHost(back.data(), base + offset, n * 2).ok());
@@ -422,7 +427,8 @@ TEST_P(Fp8Kernels, HeadsMajorCopiesPermuteAndComeBack) {
     ops[i].dst_heads_major = true;
   }
   ops[1].shape[0] = ops[2].shape[0] = 0;
-  const fp8::HalfType type = dtype == DType::kBFloat16 ? fp8::HalfType::kBFloat16 : fp8::HalfType::kFloat16;
+  const fp8::HalfType type =
+      dtype == DType::kBFloat16 ? fp8::HalfType::kBFloat16 : fp8::HalfType::kFloat16;
   ASSERT_EQ(fp8::LaunchQuantize(type, ops, ds, gpu.stream()), cudaSuccess);
   std::vector<uint8_t> got(static_cast<size_t>(n));
   ASSERT_TRUE(gpu.CopyToHost(got.data(), q8, n).ok());
@@ -442,7 +448,8 @@ TEST_P(Fp8Kernels, HeadsMajorCopiesPermuteAndComeBack) {
   });
   EXPECT_EQ(mismatches, 0) << "first at heads-major offset " << first;
   // Dequantised back into the packed (B, L, heads, H) view: e4m3 * descale, rounded once.
-  ASSERT_EQ(fp8::LaunchDequantize(type, q8, true, back, shape, strides, ds, gpu.stream()), cudaSuccess);
+  ASSERT_EQ(fp8::LaunchDequantize(type, q8, true, back, shape, strides, ds, gpu.stream()),
+            cudaSuccess);
   std::vector<uint8_t> out(static_cast<size_t>(n * 2));
   ASSERT_TRUE(gpu.CopyToHost(out.data(), back, n * 2).ok());
   std::vector<uint8_t> want(4);
@@ -479,8 +486,11 @@ TEST(Fp8RecipeKernel, UpdateMatchesTheHostReference) {
     auto* chunk = static_cast<fp8_internal::Scalar*>(chunk_block->data());
     fp8_internal::DeviceScalars s{};
     for (int t = 0; t < kNumFp8Tensors; ++t) s.scale[t].value = 1.0f;  // TE's start
-    const Fp8Values amaxes[] = {{1, 2, 3, 0.5, 4}, {8, 1, 1, 1, 0}, {0.5, 0.5, 0.5, 0.5, 0.5},
-                                {2, 2, 2, 2, 2}, {0.25, 0.25, 0.25, 0.25, 0.25}};
+    const Fp8Values amaxes[] = {{1, 2, 3, 0.5, 4},
+                                {8, 1, 1, 1, 0},
+                                {0.5, 0.5, 0.5, 0.5, 0.5},
+                                {2, 2, 2, 2, 2},
+                                {0.25, 0.25, 0.25, 0.25, 0.25}};
     for (const Fp8Values& a : amaxes) {
       // What the call in flight would have accumulated.
       fp8_internal::DeviceScalars now{};
@@ -516,14 +526,16 @@ TEST(Fp8RecipeKernel, UpdateMatchesTheHostReference) {
 
 // Uploads the inputs, runs cudnn_fp8 with `options` `calls` times on the same buffers and
 // returns the last output.
-absl::StatusOr<std::vector<double>> RunFp8(const Inputs& in, const RunOptions& options, int calls = 1) {
+absl::StatusOr<std::vector<double>> RunFp8(const Inputs& in, const RunOptions& options,
+                                           int calls = 1) {
   DeviceContext& gpu = *SharedGpuContext();
   const AttentionProblem& p = in.problem;
   auto buffers = AllocatePacked(p, gpu);
   if (!buffers.ok()) return buffers.status();
   const AttentionTensors& t = buffers->tensors;
   for (auto [view, src] : {std::pair{&t.q, &in.q}, {&t.k, &in.k}, {&t.v, &in.v}}) {
-    if (auto s = gpu.CopyToDevice(view->data, src->bytes.data(), src->bytes.size()); !s.ok()) return s;
+    if (auto s = gpu.CopyToDevice(view->data, src->bytes.data(), src->bytes.size()); !s.ok())
+      return s;
   }
   std::vector<uint8_t> out(in.q.bytes.size(), 0xff);
   if (auto s = gpu.CopyToDevice(t.out.data, out.data(), out.size()); !s.ok()) return s;
@@ -536,8 +548,8 @@ absl::StatusOr<std::vector<double>> RunFp8(const Inputs& in, const RunOptions& o
 
 // The awkward sizes, within FP8's head dims (multiples of 16, <= 256 on Hopper).
 const Shape kShapes[] = {
-    {1, 1, 1, 4, 4, 32},     {2, 1, 127, 8, 2, 64},   {2, 17, 17, 8, 8, 64},
-    {1, 17, 1000, 8, 1, 128}, {2, 127, 127, 4, 1, 64}, {1, 127, 33, 8, 2, 256},
+    {1, 1, 1, 4, 4, 32},       {2, 1, 127, 8, 2, 64},   {2, 17, 17, 8, 8, 64},
+    {1, 17, 1000, 8, 1, 128},  {2, 127, 127, 4, 1, 64}, {1, 127, 33, 8, 2, 256},
     {1, 1000, 1000, 2, 2, 64}, {2, 64, 256, 8, 8, 128}, {1, 256, 1000, 4, 1, 96},
 };
 
@@ -564,11 +576,10 @@ TEST_P(Fp8VersusReference, WithinToleranceAndAtMostTwiceTheEmulatedError) {
       << p.ToString() << ": gpu " << c.ToString() << " vs emulated " << e.ToString();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AwkwardShapes, Fp8VersusReference,
-    ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
-                       ::testing::ValuesIn(kShapes), ::testing::Bool()),
-    DtypeShapeCausalName);
+INSTANTIATE_TEST_SUITE_P(AwkwardShapes, Fp8VersusReference,
+                         ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
+                                            ::testing::ValuesIn(kShapes), ::testing::Bool()),
+                         DtypeShapeCausalName);
 
 TEST(CudnnFp8Backend, CloseToCudnnBf16AtTheCodelabsFp8Row) {
   ATTN_REQUIRE_FP8_GPU();
@@ -647,7 +658,8 @@ TEST(CudnnFp8Backend, RecipeStateUsesDelayedScalesAndReportsThem) {
       EXPECT_LE(snap->seen_amax[kFp8O], amax[kFp8V] * (1 + 1.0f / 16));
       if (i == 0) {
         // The first call has no history: scales from its own amaxes (S from 1, O from V's).
-        for (int t = 0; t < 3; ++t) EXPECT_EQ(snap->used_scale[t], ComputeScale(amax[t], 1, kE4M3Max, 1));
+        for (int t = 0; t < 3; ++t)
+          EXPECT_EQ(snap->used_scale[t], ComputeScale(amax[t], 1, kE4M3Max, 1));
         EXPECT_EQ(snap->used_scale[kFp8S], ComputeScale(1, 1, kE4M3Max, 1));
         EXPECT_EQ(snap->used_scale[kFp8O], ComputeScale(amax[kFp8V], 1, kE4M3Max, 1));
       } else {
@@ -717,8 +729,8 @@ TEST(CudnnFp8Backend, TakesE4M3InputsWithTheirDescales) {
   ASSERT_TRUE(gpu.CopyToDevice(dq, q8.data(), qn).ok());
   ASSERT_TRUE(gpu.CopyToDevice(dk, k8.data(), kvn).ok());
   ASSERT_TRUE(gpu.CopyToDevice(dv, v8.data(), kvn).ok());
-  Fp8AttentionTensors t{dq, dk, dv, scalars, scalars + 4, scalars + 8, dout, scalars + 12,
-                        scalars + 16, scalars + 20};
+  Fp8AttentionTensors t{dq,          dk,   dv,           scalars,      scalars + 4,
+                        scalars + 8, dout, scalars + 12, scalars + 16, scalars + 20};
   // Not aligned: refused with the rule.
   Fp8AttentionTensors bad = t;
   bad.q = dq + 1;
@@ -730,9 +742,9 @@ TEST(CudnnFp8Backend, TakesE4M3InputsWithTheirDescales) {
   ASSERT_TRUE(gpu.CopyToHost(back, scalars, sizeof(back)).ok());
   const float descale_o = back[12];
   EXPECT_EQ(descale_o, 1.0f / (1.0f / (1 / sc.v)));  // scale_o = 1 / descale_v
-  EXPECT_GT(back[16], 0.0f);                          // amax_s
+  EXPECT_GT(back[16], 0.0f);                         // amax_s
   EXPECT_LE(back[16], 1.0f);
-  EXPECT_GT(back[20], 0.0f);                          // amax_o
+  EXPECT_GT(back[20], 0.0f);  // amax_o
   std::vector<double> out(qn);
   for (int64_t i = 0; i < qn; ++i) out[i] = E4M3ToFloat(out8[i]) * static_cast<double>(descale_o);
   const Comparison c = Compare(out, Reference(in), kFp8E4M3Tolerance);
@@ -787,7 +799,8 @@ TEST(CudnnFp8Backend, ChunkedCallsMatchTheWholeCall) {
   options.fp8_recipe = &recipe;
   ASSERT_TRUE(RunAttention(*Fp8(), p, t, gpu, options).ok());  // the first call runs eagerly
   // One upload launch and one timed replay: three calls in all, as above.
-  auto replays = TimeGraphReplays(gpu, [&] { return RunAttention(*Fp8(), p, t, gpu, options); }, 1, 1);
+  auto replays = TimeGraphReplays(
+      gpu, [&] { return RunAttention(*Fp8(), p, t, gpu, options); }, 1, 1);
   SetFp8ChunksOverride(0);
   ASSERT_TRUE(replays.ok()) << replays.status();
   std::vector<uint8_t> out(in.q.bytes.size());
@@ -808,13 +821,15 @@ TEST(CudnnFp8Backend, StepTimesAccountForTheCall) {
   Fp8RecipeState recipe{DelayedScaling{}};
   RunOptions options;
   options.fp8_recipe = &recipe;
-  auto call = TimeOnDevice(gpu, [&] { return RunAttention(*Fp8(), p, t, gpu, options); }, 3, 21);
+  auto call = TimeOnDevice(
+      gpu, [&] { return RunAttention(*Fp8(), p, t, gpu, options); }, 3, 21);
   ASSERT_TRUE(call.ok()) << call.status();
   std::sort(call->begin(), call->end());
   const double call_ms = (*call)[call->size() / 2];
   auto steps = TimeFp8Steps(p, t.q.data, t.k.data, t.v.data, gpu, 21);
   ASSERT_TRUE(steps.ok()) << steps.status();
-  for (double ms : {steps->quantize_ms, steps->attention_ms, steps->dequantize_ms, steps->update_ms}) {
+  for (double ms :
+       {steps->quantize_ms, steps->attention_ms, steps->dequantize_ms, steps->update_ms}) {
     EXPECT_GT(ms, 0);
   }
   EXPECT_GT(steps->attention_ms, steps->quantize_ms);

@@ -17,8 +17,8 @@ namespace {
 
 const Backend* Fused() { return BackendRegistry::Default().Find("fused"); }
 
-#define ATTN_REQUIRE_FUSED()                                                        \
-  do {                                                                              \
+#define ATTN_REQUIRE_FUSED()                                                      \
+  do {                                                                            \
     if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no fused backend"; \
   } while (0)
 

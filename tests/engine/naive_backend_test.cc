@@ -11,9 +11,8 @@ namespace {
 
 const Backend* Naive() { return BackendRegistry::Default().Find("naive"); }
 
-
-#define ATTN_REQUIRE_NAIVE()                                                       \
-  do {                                                                             \
+#define ATTN_REQUIRE_NAIVE()                                                      \
+  do {                                                                            \
     if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no naive backend"; \
   } while (0)
 
@@ -52,28 +51,36 @@ TEST(NaiveWorkspace, IsTheScoreMatrixPlusPointerArrays) {
   ATTN_REQUIRE_NAIVE();
   auto p = AttentionProblem::SelfAttention(4, 1024, 8, 64, DType::kBFloat16);
   // 4*8*1024*1024 float32 scores, then 5 pointers per (b, n).
-  EXPECT_EQ(Naive()->WorkspaceBytes(p, SharedCpuContext()).value(), int64_t{4} * 8 * 1024 * 1024 * 4 + 5 * 8 * 32);
+  EXPECT_EQ(Naive()->WorkspaceBytes(p, SharedCpuContext()).value(),
+            int64_t{4} * 8 * 1024 * 1024 * 4 + 5 * 8 * 32);
   p.kv_len = 17;  // 4*8*1024*17*4 = 2228224, a multiple of 256
   EXPECT_EQ(Naive()->WorkspaceBytes(p, SharedCpuContext()).value(), int64_t{2228224} + 5 * 8 * 32);
   p.q_len = 1;  // 4*8*17*4 = 2176 rounds up to 2304
   EXPECT_EQ(Naive()->WorkspaceBytes(p, SharedCpuContext()).value(), int64_t{2304} + 5 * 8 * 32);
 }
 
-
 // The awkward sizes: T in {1, 17, 127, 1000}, S != T, H in {32, 64, 80, 128, 256},
 // K in {N, N/4, 1}.
 const Shape kShapes[] = {
-    {1, 1, 1, 4, 4, 32},      {2, 1, 127, 8, 2, 64},    {2, 17, 17, 8, 8, 80},
-    {1, 17, 1000, 8, 1, 128}, {2, 127, 127, 4, 1, 64},  {1, 127, 33, 8, 2, 256},
-    {1, 1000, 1000, 4, 4, 64}, {1, 1000, 127, 8, 2, 32}, {2, 64, 256, 8, 8, 128},
+    {1, 1, 1, 4, 4, 32},
+    {2, 1, 127, 8, 2, 64},
+    {2, 17, 17, 8, 8, 80},
+    {1, 17, 1000, 8, 1, 128},
+    {2, 127, 127, 4, 1, 64},
+    {1, 127, 33, 8, 2, 256},
+    {1, 1000, 1000, 4, 4, 64},
+    {1, 1000, 127, 8, 2, 32},
+    {2, 64, 256, 8, 8, 128},
     {1, 256, 1000, 4, 1, 80},
     // One shape per softmax path beyond those: warp-resident rows of 16 and 32 float4 per lane,
     // the shared-memory row cache with S % 4 == 0, and a row too long to cache (two passes).
-    {1, 5, 2048, 2, 2, 64}, {1, 9, 4000, 2, 1, 32}, {1, 4, 6000, 2, 2, 32}, {1, 3, 13000, 2, 1, 32},
+    {1, 5, 2048, 2, 2, 64},
+    {1, 9, 4000, 2, 1, 32},
+    {1, 4, 6000, 2, 2, 32},
+    {1, 3, 13000, 2, 1, 32},
 };
 
-class NaiveVersusReference
-    : public ::testing::TestWithParam<DtypeShapeCausal> {};
+class NaiveVersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {};
 
 TEST_P(NaiveVersusReference, MatchesWithinDtypeTolerance) {
   ATTN_REQUIRE_GPU();
@@ -87,11 +94,11 @@ TEST_P(NaiveVersusReference, MatchesWithinDtypeTolerance) {
   RecordProperty("rel_l2", std::to_string(c.rel_l2));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AwkwardShapes, NaiveVersusReference,
-    ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
-                       ::testing::ValuesIn(kShapes), ::testing::Bool()),
-    DtypeShapeCausalName);
+INSTANTIATE_TEST_SUITE_P(AwkwardShapes, NaiveVersusReference,
+                         ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16,
+                                                              DType::kFloat16),
+                                            ::testing::ValuesIn(kShapes), ::testing::Bool()),
+                         DtypeShapeCausalName);
 
 TEST(NaiveBackend, ExplicitScaleMatchesReference) {
   ATTN_REQUIRE_GPU();

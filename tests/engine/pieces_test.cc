@@ -220,7 +220,8 @@ TEST_P(GpuPieces, MatchTheReferenceAndTheWholeCall) {
         const Comparison c = Compare(*pieces, Reference(in), kFp8E4M3Tolerance);
         const Comparison w = Compare(*whole, Reference(in), kFp8E4M3Tolerance);
         EXPECT_LE(c.rel_l2, kFp8E4M3Tolerance.rel_l2) << c.ToString();
-        EXPECT_LE(c.rel_l2, 1.25 * w.rel_l2) << "pieces " << c.ToString() << "; whole " << w.ToString();
+        EXPECT_LE(c.rel_l2, 1.25 * w.rel_l2)
+            << "pieces " << c.ToString() << "; whole " << w.ToString();
         continue;
       }
       const Comparison c = Compare(*pieces, Reference(in), ToleranceFor(p.dtype));

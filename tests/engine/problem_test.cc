@@ -1,7 +1,8 @@
 // Problem rules shared by every backend: each returns InvalidArgument naming the field.
+#include "attn/problem.h"
+
 #include <limits>
 
-#include "attn/problem.h"
 #include "gtest/gtest.h"
 
 namespace attn {
@@ -15,9 +16,12 @@ TEST(ValidateProblem, RejectsZeroAndNegativeDimensions) {
   const struct {
     int64_t AttentionProblem::*field;
     const char* name;
-  } fields[] = {{&AttentionProblem::batch, "batch"},         {&AttentionProblem::q_len, "q_len"},
-                {&AttentionProblem::kv_len, "kv_len"},       {&AttentionProblem::num_heads, "num_heads"},
-                {&AttentionProblem::num_kv_heads, "num_kv_heads"}, {&AttentionProblem::head_dim, "head_dim"}};
+  } fields[] = {{&AttentionProblem::batch, "batch"},
+                {&AttentionProblem::q_len, "q_len"},
+                {&AttentionProblem::kv_len, "kv_len"},
+                {&AttentionProblem::num_heads, "num_heads"},
+                {&AttentionProblem::num_kv_heads, "num_kv_heads"},
+                {&AttentionProblem::head_dim, "head_dim"}};
   for (const auto& f : fields) {
     for (int64_t bad : {int64_t{0}, int64_t{-3}}) {
       AttentionProblem p = Good();

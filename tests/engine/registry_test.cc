@@ -34,7 +34,8 @@ TEST(Registry, UnsupportedMacroSaysWhichRuleFailed) {
     return absl::OkStatus();
   };
   EXPECT_TRUE(check(64).ok());
-  EXPECT_EQ(check(20), absl::FailedPreconditionError("demo: head_dim must be a multiple of 8; got 20"));
+  EXPECT_EQ(check(20),
+            absl::FailedPreconditionError("demo: head_dim must be a multiple of 8; got 20"));
 }
 
 TEST(Registry, AutoPicksCpuOnTheHost) {
@@ -59,12 +60,15 @@ TEST(Registry, VerdictsGiveEveryBackendsReason) {
   gpu.cc_major = 9;
   for (const auto& v : BackendRegistry::Default().Verdicts(kProblem, gpu)) {
     if (v.backend->name() == "cpu") {
-      EXPECT_EQ(v.support.message(), "cpu: runs on the host only; pick a GPU backend for a CUDA device");
+      EXPECT_EQ(v.support.message(),
+                "cpu: runs on the host only; pick a GPU backend for a CUDA device");
     } else if (v.backend->name() == "cudnn") {  // kProblem is float32
-      EXPECT_EQ(v.support.message(), "cudnn: cuDNN SDPA requires bfloat16 or float16 input; got float32");
+      EXPECT_EQ(v.support.message(),
+                "cudnn: cuDNN SDPA requires bfloat16 or float16 input; got float32");
     } else if (v.backend->name() == "cudnn_fp8") {
       EXPECT_EQ(v.support.message(),
-                "cudnn_fp8: takes bfloat16 or float16 input (quantised to E4M3 on the device); got float32");
+                "cudnn_fp8: takes bfloat16 or float16 input (quantised to E4M3 on the device); got "
+                "float32");
     } else {
       EXPECT_TRUE(v.support.ok()) << v.backend->name() << ": " << v.support;
     }

@@ -1,9 +1,10 @@
 // Tensor views are checked against the problem before anything runs.
+#include "attn/tensor.h"
+
 #include <vector>
 
 #include "attn/attention.h"
 #include "attn/registry.h"
-#include "attn/tensor.h"
 #include "gtest/gtest.h"
 
 namespace attn {
@@ -32,7 +33,8 @@ TEST_F(TensorRules, RejectsAShapeThatDoesNotMatchTheProblem) {
   views_[1].shape[1] = 5;
   const absl::Status s = ValidateTensors(Tensors(), p_);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "k: shape (2, 5, 2, 8) does not match the problem's (B, S, K, H) = (2, 6, 2, 8)");
+  EXPECT_EQ(s.message(),
+            "k: shape (2, 5, 2, 8) does not match the problem's (B, S, K, H) = (2, 6, 2, 8)");
 }
 
 TEST_F(TensorRules, RejectsAMismatchedDtype) {

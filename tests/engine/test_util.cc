@@ -74,9 +74,9 @@ absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string
   if (!b.ok()) return b.status();
   std::vector<uint8_t> q = in.q.bytes, k = in.k.bytes, v = in.v.bytes;
   std::vector<uint8_t> out(q.size(), 0xff);
-  if (auto s = RunAttention(**b, p, PackedTensors(p, MemoryKind::kHost, q.data(), k.data(), v.data(),
-                                          out.data()),
-                            *cpu, options);
+  if (auto s = RunAttention(
+          **b, p, PackedTensors(p, MemoryKind::kHost, q.data(), k.data(), v.data(), out.data()),
+          *cpu, options);
       !s.ok()) {
     return s;
   }
@@ -117,14 +117,16 @@ absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string
     if (!block->ok()) return block->status();
   }
   std::vector<uint8_t> result(in.q.bytes.size(), 0xff);  // all-ones: NaN in every dtype
-  for (auto [block, src] : {std::pair{&q, in.q.bytes.data()}, {&k, in.k.bytes.data()},
-                            {&v, in.v.bytes.data()}, {&out, result.data()}}) {
+  for (auto [block, src] : {std::pair{&q, in.q.bytes.data()},
+                            {&k, in.k.bytes.data()},
+                            {&v, in.v.bytes.data()},
+                            {&out, result.data()}}) {
     if (auto s = gpu.CopyToDevice((*block)->data(), src, (*block)->size()); !s.ok()) return s;
   }
-  if (auto s = RunAttention(**b, p,
-                            PackedTensors(p, MemoryKind::kDevice, q->data(), k->data(),
-                                  v->data(), out->data()),
-                            gpu, options);
+  if (auto s = RunAttention(
+          **b, p,
+          PackedTensors(p, MemoryKind::kDevice, q->data(), k->data(), v->data(), out->data()), gpu,
+          options);
       !s.ok()) {
     return s;
   }
@@ -132,8 +134,8 @@ absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string
   return Decode(result, p.dtype);
 }
 
-std::string ShapeName(DType dtype, int64_t b, int64_t t, int64_t s, int64_t n, int64_t k,
-                      int64_t h, bool causal) {
+std::string ShapeName(DType dtype, int64_t b, int64_t t, int64_t s, int64_t n, int64_t k, int64_t h,
+                      bool causal) {
   return absl::StrFormat("%s_B%d_T%d_S%d_N%d_K%d_H%d%s", DTypeName(dtype), b, t, s, n, k, h,
                          causal ? "_causal" : "");
 }
@@ -149,7 +151,8 @@ DeviceInfo FakeGpu(int cc_major, int cc_minor) {
 }
 
 void PrintTo(const Shape& s, std::ostream* os) {
-  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k << " H=" << s.h;
+  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k
+      << " H=" << s.h;
 }
 
 std::string DtypeShapeCausalName(const ::testing::TestParamInfo<DtypeShapeCausal>& info) {
@@ -158,8 +161,9 @@ std::string DtypeShapeCausalName(const ::testing::TestParamInfo<DtypeShapeCausal
 }
 
 std::string Comparison::ToString() const {
-  return absl::StrFormat("max |out - ref| = %.3e, rel L2 = %.3e, worst element %d: out %.6g ref %.6g",
-                         max_abs_error, rel_l2, worst_index, worst_out, worst_ref);
+  return absl::StrFormat(
+      "max |out - ref| = %.3e, rel L2 = %.3e, worst element %d: out %.6g ref %.6g", max_abs_error,
+      rel_l2, worst_index, worst_out, worst_ref);
 }
 
 Comparison Compare(const std::vector<double>& out, const std::vector<double>& ref, Tolerance tol) {

@@ -58,8 +58,8 @@ DeviceContext& SharedCpuContext();
 DeviceContext* SharedGpuContext();
 
 // A test-name-safe label: "bfloat16_B2_T17_S40_N8_K2_H64_causal".
-std::string ShapeName(DType dtype, int64_t b, int64_t t, int64_t s, int64_t n, int64_t k,
-                      int64_t h, bool causal);
+std::string ShapeName(DType dtype, int64_t b, int64_t t, int64_t s, int64_t n, int64_t k, int64_t h,
+                      bool causal);
 
 // A CUDA device description for support-rule tests (no GPU needed).
 DeviceInfo FakeGpu(int cc_major, int cc_minor);

@@ -9,6 +9,8 @@
 // worker kept free for them work) but their p99 measures the OS scheduler (1.5-6x in runs here
 // beside a compiler). So on the CPU the test holds the median to 3x and prints the p99; the p99
 // bar is asserted where the flood runs on a GPU.
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,8 +20,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "attention/v1/attention.grpc.pb.h"
@@ -36,10 +36,10 @@ namespace v1 = attention::v1;
 using ::attn::testing::MakeShape;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kSteady = 4;           // well-behaved participants
-constexpr int kCallsEach = 200;      // small Attends each, per phase
-constexpr int kFloodThreads = 24;    // the flooder's concurrent Attends (over its in-flight limit)
-constexpr int kFloodJobs = 3;        // and its long benchmark jobs
+constexpr int kSteady = 4;         // well-behaved participants
+constexpr int kCallsEach = 200;    // small Attends each, per phase
+constexpr int kFloodThreads = 24;  // the flooder's concurrent Attends (over its in-flight limit)
+constexpr int kFloodJobs = 3;      // and its long benchmark jobs
 
 std::string Token(const std::string& name) { return name + "-token"; }
 
@@ -193,23 +193,28 @@ TEST(Abuse, OneParticipantsFloodLeavesTheOthersUnrefusedWithinThreeTimesTheirIdl
     loaded_all.insert(loaded_all.end(), loaded[p].ms.begin(), loaded[p].ms.end());
     refused += idle[p].refused + loaded[p].refused;
     std::printf("  p%d: %.3f / %.3f -> %.3f / %.3f, refused %d%s%s\n", p, P50(idle[p].ms),
-                P99(idle[p].ms), P50(loaded[p].ms), P99(loaded[p].ms), idle[p].refused + loaded[p].refused,
-                loaded[p].first_error.empty() ? "" : ": ", loaded[p].first_error.c_str());
+                P99(idle[p].ms), P50(loaded[p].ms), P99(loaded[p].ms),
+                idle[p].refused + loaded[p].refused, loaded[p].first_error.empty() ? "" : ": ",
+                loaded[p].first_error.c_str());
   }
   const double ratio = P99(loaded_all) / P99(idle_all);
-  std::printf("  the four: p99 %.3f ms idle, %.3f ms under the flood: %.2fx (bar <= 3x); refused %d\n",
-              P99(idle_all), P99(loaded_all), ratio, refused);
-  std::printf("  the flooder: %lld Attends served, %lld refused, %d benchmark cases done; refusals:\n",
-              static_cast<long long>(flood_ok.load()), static_cast<long long>(flood_refused.load()),
-              job_cases.load());
+  std::printf(
+      "  the four: p99 %.3f ms idle, %.3f ms under the flood: %.2fx (bar <= 3x); refused %d\n",
+      P99(idle_all), P99(loaded_all), ratio, refused);
+  std::printf(
+      "  the flooder: %lld Attends served, %lld refused, %d benchmark cases done; refusals:\n",
+      static_cast<long long>(flood_ok.load()), static_cast<long long>(flood_refused.load()),
+      job_cases.load());
   for (const auto& [what, n] : flood_codes) std::printf("    %6d  %s...\n", n, what.c_str());
   EXPECT_EQ(refused, 0);
   if (gpu) {
     EXPECT_LE(ratio, 3.0);
   } else {
     const double p50_ratio = P50(loaded_all) / P50(idle_all);
-    std::printf("  the four's median: %.3f ms idle, %.3f ms under the flood: %.2fx (bar on the CPU <= 3x)\n",
-                P50(idle_all), P50(loaded_all), p50_ratio);
+    std::printf(
+        "  the four's median: %.3f ms idle, %.3f ms under the flood: %.2fx (bar on the CPU <= "
+        "3x)\n",
+        P50(idle_all), P50(loaded_all), p50_ratio);
     EXPECT_LE(p50_ratio, 3.0);
   }
   EXPECT_GT(flood_refused.load(), 0) << "the flood never reached its limits";

@@ -357,7 +357,8 @@ TEST_P(AdmissionGpu, OverTheCapsIsRefusedUpFront) {
   huge.mutable_shape()->set_batch(1024);
   grpc::Status s = stub_->Attend(&ctx, huge, &resp);
   EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED);
-  EXPECT_NE(s.error_message().find("over --max_call_seconds=30"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("over --max_call_seconds=30"), std::string::npos)
+      << s.error_message();
   // One causal head cannot be split: est. several seconds is refused.
   v1::AttendRequest head = Generated(MakeShape(1, 1 << 21, 1, 128));
   head.set_dtype(v1::BFLOAT16);
@@ -370,7 +371,9 @@ TEST_P(AdmissionGpu, OverTheCapsIsRefusedUpFront) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AdmissionGpu, ::testing::Values("fused", "cudnn"),
-                         [](const ::testing::TestParamInfo<std::string>& param) { return param.param; });
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           return param.param;
+                         });
 
 // SIGTERM with the GPU's worker busy on a long call and the queue full.
 TEST(AdmissionGpuProcess, SigtermWithABusyGpuAndAFullQueueAnswersEveryoneWithinTheGrace) {

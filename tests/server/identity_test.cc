@@ -2,6 +2,7 @@
 // every RPC but health), roles (a participant's admin-only job -> PERMISSION_DENIED), the tokens
 // file re-read when it changes (a bad one keeps the last good), per-participant quotas, the
 // request id in trailing metadata, TLS with a test CA (a plaintext client is refused).
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -11,8 +12,6 @@
 #include <regex>
 #include <string>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "attention/v1/attention.grpc.pb.h"
@@ -106,7 +105,8 @@ TEST_F(IdentityTest, NoOrAnUnknownTokenIsUnauthenticatedOnEveryRpcButHealth) {
     SCOPED_TRACE(token);
     const grpc::Status s = Attend(token);
     EXPECT_EQ(s.error_code(), grpc::UNAUTHENTICATED);
-    EXPECT_NE(s.error_message().find(token.empty() ? "no token" : "unknown token"), std::string::npos)
+    EXPECT_NE(s.error_message().find(token.empty() ? "no token" : "unknown token"),
+              std::string::npos)
         << s.error_message();
     grpc::ClientContext ictx;
     if (!token.empty()) ictx.AddMetadata("authorization", "Bearer " + token);
@@ -135,16 +135,21 @@ TEST_F(IdentityTest, NoOrAnUnknownTokenIsUnauthenticatedOnEveryRpcButHealth) {
   ASSERT_TRUE(Attend("alice-secret", &id).ok());
   EXPECT_FALSE(id.empty());
   const std::string metrics = server_->metrics().Render();
-  EXPECT_NE(metrics.find("attn_refusals_total{reason=\"unauthenticated\"} 7"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("attn_participant_requests_total{code=\"OK\",participant=\"alice\",rpc=\"Attend\"} 1"),
-            std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("attn_refusals_total{reason=\"unauthenticated\"} 7"), std::string::npos)
+      << metrics;
+  EXPECT_NE(
+      metrics.find(
+          "attn_participant_requests_total{code=\"OK\",participant=\"alice\",rpc=\"Attend\"} 1"),
+      std::string::npos)
+      << metrics;
 }
 
 TEST_F(IdentityTest, TheLargeSuiteIsForAdmins) {
   Start(Line("alice", "alice-secret") + Line("root", "root-secret", "admin"));
   const grpc::Status s = Job("alice-secret", "large");
   EXPECT_EQ(s.error_code(), grpc::PERMISSION_DENIED);
-  EXPECT_NE(s.error_message().find("alice: the large suite is for admins"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("alice: the large suite is for admins"), std::string::npos)
+      << s.error_message();
   EXPECT_TRUE(Job("root-secret", "large").ok());
   EXPECT_TRUE(Job("alice-secret", "codelab").ok());
 }
@@ -182,12 +187,17 @@ TEST_F(IdentityTest, AParticipantOverItsInflightLimitIsRefusedNamingIt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const grpc::Status s = Attend("alice-secret");
   EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED);
-  EXPECT_NE(s.error_message().find("alice: 1 calls in flight; the limit (--participant_max_inflight, or max_inflight in the tokens file) is 1"),
-            std::string::npos) << s.error_message();
+  EXPECT_NE(
+      s.error_message().find("alice: 1 calls in flight; the limit (--participant_max_inflight, or "
+                             "max_inflight in the tokens file) is 1"),
+      std::string::npos)
+      << s.error_message();
   EXPECT_TRUE(Attend("bob-secret").ok());
   long_ctx.TryCancel();
   while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_NE(server_->metrics().Render().find("attn_refusals_total{reason=\"participant_inflight\"} 1"), std::string::npos);
+  EXPECT_NE(
+      server_->metrics().Render().find("attn_refusals_total{reason=\"participant_inflight\"} 1"),
+      std::string::npos);
 }
 
 TEST(TokensFile, RulesNameTheLine) {
@@ -243,8 +253,11 @@ TEST(IdentityProcess, TheRequestIdInTheReplyNamesTheLogLineWithTheParticipant) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     log = ::attn::testing::ReadTextFile(server.log());
   }
-  EXPECT_TRUE(std::regex_search(log, std::regex("request id=" + id + " .*rpc=Attend code=INVALID_ARGUMENT.*participant=alice")))
-      << "id " << id << " in:\n" << log;
+  EXPECT_TRUE(std::regex_search(
+      log,
+      std::regex("request id=" + id + " .*rpc=Attend code=INVALID_ARGUMENT.*participant=alice")))
+      << "id " << id << " in:\n"
+      << log;
 }
 
 TEST(ParticipantQuotas, InflightJobsAndDeviceTimeInARollingWindow) {
@@ -261,7 +274,8 @@ TEST(ParticipantQuotas, InflightJobsAndDeviceTimeInARollingWindow) {
   EXPECT_EQ(reason, "participant_jobs");
   auto c = quotas.Begin("alice", limits, /*job=*/false);
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(quotas.Begin("alice", limits, false, &reason).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(quotas.Begin("alice", limits, false, &reason).status().code(),
+            absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(reason, "participant_inflight");
   EXPECT_TRUE(quotas.Begin("bob", limits, false).ok()) << "another participant is not touched";
   a->Release();
@@ -271,7 +285,8 @@ TEST(ParticipantQuotas, InflightJobsAndDeviceTimeInARollingWindow) {
   auto over = quotas.Begin("alice", limits, false, &reason);
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(reason, "participant_device_time");
-  EXPECT_NE(over.status().message().find("held the device for 1.2 s in the last 0.6 s"), std::string::npos)
+  EXPECT_NE(over.status().message().find("held the device for 1.2 s in the last 0.6 s"),
+            std::string::npos)
       << over.status();
   std::this_thread::sleep_for(std::chrono::milliseconds(700));  // the window moves on
   EXPECT_EQ(quotas.DeviceSecondsInWindow("alice"), 0);
@@ -296,12 +311,15 @@ bool MakeCertificates(const std::string& dir) {
   const std::string cmd = absl::StrCat(
       "cd ", dir, " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=attn-test-ca ",
       "-keyout ca.key -out ca.crt 2>/dev/null && ",
-      "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr 2>/dev/null && ",
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr "
+      "2>/dev/null && ",
       "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext && ",
       "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 ",
       "-extfile san.ext -out server.crt 2>/dev/null && ",
-      "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr 2>/dev/null && ",
-      "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out client.crt 2>/dev/null");
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr "
+      "2>/dev/null && ",
+      "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out "
+      "client.crt 2>/dev/null");
   return std::system(cmd.c_str()) == 0;
 }
 
@@ -335,7 +353,8 @@ TEST(Tls, ARoundTripWithTheCohortCaAndAPlaintextClientRefused) {
   // A client that does not trust the CA: refused.
   grpc::SslCredentialsOptions other;
   other.pem_root_certs = Read(dir + "/client.crt");  // not a CA
-  auto untrusting = v1::AttentionService::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(other)));
+  auto untrusting =
+      v1::AttentionService::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(other)));
   grpc::ClientContext uctx;
   uctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   EXPECT_EQ(untrusting->Attend(&uctx, Small(), &resp).error_code(), grpc::UNAVAILABLE);
@@ -365,15 +384,18 @@ TEST(Tls, ClientCertificatesWhenTheServerAsksForThem) {
   without.pem_root_certs = Read(dir + "/ca.crt");
   grpc::ClientContext a;
   a.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  EXPECT_NE(v1::AttentionService::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(without)))
-                ->Attend(&a, Small(), &resp).error_code(),
-            grpc::OK);
+  EXPECT_NE(
+      v1::AttentionService::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(without)))
+          ->Attend(&a, Small(), &resp)
+          .error_code(),
+      grpc::OK);
   grpc::SslCredentialsOptions with = without;
   with.pem_private_key = Read(dir + "/client.key");
   with.pem_cert_chain = Read(dir + "/client.crt");
   grpc::ClientContext b;
   EXPECT_TRUE(v1::AttentionService::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(with)))
-                  ->Attend(&b, Small(), &resp).ok());
+                  ->Attend(&b, Small(), &resp)
+                  .ok());
 }
 
 TEST(Tls, BadFilesAreNamedAtStart) {
@@ -382,7 +404,8 @@ TEST(Tls, BadFilesAreNamedAtStart) {
   o.tls_key_file = ScratchDir() + "missing.key";
   auto s = Server::Start(o);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("--tls_cert_file: cannot read a PEM file"), std::string::npos) << s.status();
+  EXPECT_NE(s.status().message().find("--tls_cert_file: cannot read a PEM file"), std::string::npos)
+      << s.status();
   o.tls_key_file = "";
   EXPECT_NE(Server::Start(o).status().message().find("give both"), std::string::npos);
 }

@@ -6,6 +6,9 @@
 //
 // ATTN_FUZZ_SECONDS (default 12) and ATTN_FUZZ_SEED (default 1) set the run; bench/fuzz.sh runs
 // it for long with a fresh seed. A finding becomes a case in kRegressions below.
+#include <google/protobuf/stubs/logging.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,10 +22,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <google/protobuf/stubs/logging.h>
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "attention/v1/attention.grpc.pb.h"
@@ -97,8 +96,9 @@ const std::vector<std::string>& Regressions() {
     // Shape with every dimension at INT64_MAX: the element counts must overflow cleanly.
     v1::AttendRequest a;
     v1::Shape* s = a.mutable_shape();
-    for (auto set : {&v1::Shape::set_batch, &v1::Shape::set_q_len, &v1::Shape::set_kv_len,
-                     &v1::Shape::set_num_heads, &v1::Shape::set_num_kv_heads, &v1::Shape::set_head_dim}) {
+    for (auto set :
+         {&v1::Shape::set_batch, &v1::Shape::set_q_len, &v1::Shape::set_kv_len,
+          &v1::Shape::set_num_heads, &v1::Shape::set_num_kv_heads, &v1::Shape::set_head_dim}) {
       (s->*set)(INT64_MAX);
     }
     a.set_dtype(v1::FLOAT32);
@@ -117,7 +117,8 @@ const std::vector<std::string>& Regressions() {
 }
 
 // One mutation of `in`.
-std::string Mutate(const std::string& in, std::mt19937_64& rng, const std::vector<std::string>& corpus) {
+std::string Mutate(const std::string& in, std::mt19937_64& rng,
+                   const std::vector<std::string>& corpus) {
   std::string s = in;
   const int edits = 1 + static_cast<int>(rng() % 4);
   for (int e = 0; e < edits; ++e) {
@@ -135,7 +136,7 @@ std::string Mutate(const std::string& in, std::mt19937_64& rng, const std::vecto
       case 3:  // cut a range
         if (!s.empty()) s.erase(at, 1 + rng() % 16);
         break;
-      case 4: {  // a huge varint (lengths, dimensions, counts)
+      case 4: {                      // a huge varint (lengths, dimensions, counts)
         const size_t n = rng() % 9;  // continuation bytes, then the last byte
         std::string varint(n, '\xff');
         varint.push_back('\x7f');
@@ -165,7 +166,7 @@ void CheckAttend(const v1::AttendRequest& r, const Throughputs& rates) {
   }
   ASSERT_TRUE(ValidateProblem(*p).ok()) << p->ToString();
   auto b = BackendRegistry::Default().Resolve(r.backend().empty() ? "auto" : r.backend(), *p,
-                                               CpuDeviceInfo());
+                                              CpuDeviceInfo());
   if (!b.ok()) return;
   const Cost cost = CallCost(*p, **b, rates);
   ASSERT_TRUE(std::isfinite(cost.seconds) && cost.seconds >= 0) << p->ToString();
@@ -224,7 +225,8 @@ TEST(RequestFuzz, MutatedRequestsGoThroughValidationAndAdmissionWithTheirInvaria
         CheckBenchmark(b, rates);
       }
       if (::testing::Test::HasFatalFailure()) {
-        ADD_FAILURE() << "input (hex) of length " << bytes.size() << " broke an invariant; add it to Regressions()";
+        ADD_FAILURE() << "input (hex) of length " << bytes.size()
+                      << " broke an invariant; add it to Regressions()";
         return;
       }
     }
@@ -244,8 +246,8 @@ int64_t ResidentKiB(pid_t pid) {
 }
 
 // Raw bytes to a unary method, as a hostile client sends them; returns the status code.
-grpc::StatusCode RawUnary(grpc::GenericStub& stub, const std::string& method, const std::string& bytes,
-                          int deadline_ms, bool cancel) {
+grpc::StatusCode RawUnary(grpc::GenericStub& stub, const std::string& method,
+                          const std::string& bytes, int deadline_ms, bool cancel) {
   grpc::Slice slice(bytes);
   grpc::ByteBuffer request(&slice, 1);
   grpc::ClientContext ctx;
@@ -326,16 +328,18 @@ TEST(RequestFuzz, AServerUnderMalformedOversizedAndCancelledRequestsStaysUpWithF
   const int64_t end_kib = ResidentKiB(server.pid());
   stop = true;
   for (auto& t : threads) t.join();
-  ASSERT_TRUE(server.Running()) << "the server died:\n" << ::attn::testing::ReadTextFile(server.log());
+  ASSERT_TRUE(server.Running()) << "the server died:\n"
+                                << ::attn::testing::ReadTextFile(server.log());
   int64_t calls = 0;
   std::string summary;
   for (const auto& [code, n] : codes) {
     calls += n;
     absl::StrAppend(&summary, " ", static_cast<int>(code), ":", n);
   }
-  std::printf("against the server: %lld calls in %.0f s (seed %llu), codes%s; RSS %lld -> %lld KiB\n",
-              static_cast<long long>(calls), seconds, static_cast<unsigned long long>(seed), summary.c_str(),
-              static_cast<long long>(warm_kib), static_cast<long long>(end_kib));
+  std::printf(
+      "against the server: %lld calls in %.0f s (seed %llu), codes%s; RSS %lld -> %lld KiB\n",
+      static_cast<long long>(calls), seconds, static_cast<unsigned long long>(seed),
+      summary.c_str(), static_cast<long long>(warm_kib), static_cast<long long>(end_kib));
   EXPECT_GT(calls, 100);
   EXPECT_EQ(codes.count(grpc::StatusCode::UNKNOWN), 0u) << "a handler failed without a status";
   EXPECT_LT(end_kib - warm_kib, 48 * 1024) << "resident memory grew under the stream";

@@ -1,5 +1,9 @@
 // attn-server end to end on the cpu backend: a real server on a picked loopback port.
+#include "server/server.h"
+
 #include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -12,36 +16,32 @@
 #include <sstream>
 #include <thread>
 
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
-
 #include "attention/v1/attention.grpc.pb.h"
 #include "attn/inputs.h"
 #include "attn/registry.h"
 #include "bench/normal_fill.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
-#include "server/server.h"
-#include "server_process.h"
 #include "server/server_helpers.h"
+#include "server_process.h"
 
 namespace attn::server {
 namespace {
 namespace v1 = attention::v1;
 using ::attn::testing::Compare;
-using ::attn::testing::Decode;
-using ::attn::testing::MakeOperand;
-using ::attn::testing::ToleranceFor;
 using ::attn::testing::Connect;
 using ::attn::testing::CpuOptions;
+using ::attn::testing::Decode;
+using ::attn::testing::MakeOperand;
 using ::attn::testing::MakeShape;
+using ::attn::testing::ToleranceFor;
 
 // grpc.health.v1.Health/Check as a kubelet gRPC probe makes it, without generated stubs:
 // HealthCheckRequest is field 1 (service, a string), HealthCheckResponse field 1 (status).
 // Returns the status (1 SERVING, 2 NOT_SERVING), or minus the gRPC code when the call fails.
 int HealthStatus(int port, const std::string& service) {
-  grpc::GenericStub stub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                             grpc::InsecureChannelCredentials()));
+  grpc::GenericStub stub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
   std::string request_bytes;
   if (!service.empty()) {
     request_bytes.push_back(0x0a);
@@ -202,8 +202,8 @@ TEST_F(ServerTest, AttendOutputEqualsTheFloat64Reference) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.backend(), "cpu");
   std::vector<uint8_t> bytes(resp.output().begin(), resp.output().end());
-  const auto cmp = Compare(Decode(bytes, p.dtype), ::attn::testing::Reference(in),
-                           ToleranceFor(p.dtype));
+  const auto cmp =
+      Compare(Decode(bytes, p.dtype), ::attn::testing::Reference(in), ToleranceFor(p.dtype));
   EXPECT_TRUE(cmp.within) << cmp.ToString();
   EXPECT_GT(resp.timings().device_seconds(), 0);
   EXPECT_GE(resp.timings().total_seconds(), resp.timings().device_seconds());
@@ -302,7 +302,8 @@ TEST_F(ServerTest, UnsupportedBackendsAreFailedPreconditionAndUnknownNamesInvali
   v1::AttendResponse resp;
   const grpc::Status s = stub_->Attend(&ctx, req, &resp);
   EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("unknown backend 'flash9'"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("unknown backend 'flash9'"), std::string::npos)
+      << s.error_message();
 }
 
 // The server owns suites and seeds: ServerInfo lists each suite's cases, and a call that runs
@@ -395,12 +396,18 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
        "shape.kv_len: must be >= 1, or 0 for the default, got -3"},
       {"gqa", [](auto& r) { r.mutable_shape()->set_num_kv_heads(3); }, grpc::INVALID_ARGUMENT,
        "shape:"},
-      {"overflow", [](auto& r) { r.mutable_shape()->set_q_len(int64_t{1} << 40); r.mutable_shape()->set_batch(int64_t{1} << 30); },
+      {"overflow",
+       [](auto& r) {
+         r.mutable_shape()->set_q_len(int64_t{1} << 40);
+         r.mutable_shape()->set_batch(int64_t{1} << 30);
+       },
        grpc::INVALID_ARGUMENT, "overflows int64"},
       {"dtype", [](auto& r) { r.set_dtype(v1::DTYPE_UNSPECIFIED); }, grpc::INVALID_ARGUMENT,
        "dtype: must be FLOAT32, BFLOAT16 or FLOAT16, got DTYPE_UNSPECIFIED"},
-      {"scale", [](auto& r) { r.set_scale(-1); }, grpc::INVALID_ARGUMENT, "scale: must be finite and > 0"},
-      {"bytes", [](auto& r) { r.mutable_tensors()->mutable_k()->resize(10); }, grpc::INVALID_ARGUMENT,
+      {"scale", [](auto& r) { r.set_scale(-1); }, grpc::INVALID_ARGUMENT,
+       "scale: must be finite and > 0"},
+      {"bytes", [](auto& r) { r.mutable_tensors()->mutable_k()->resize(10); },
+       grpc::INVALID_ARGUMENT,
        "tensors.k: 10 bytes, expected 2048 (B*S*K*H = 512 elements of float32, 4 bytes each)"},
       {"inputs", [](auto& r) { r.clear_tensors(); }, grpc::INVALID_ARGUMENT,
        "inputs: set either tensors"},
@@ -452,10 +459,12 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
   grpc::ClientContext ctx;
   auto reader = stub_->RunBenchmark(&ctx, job);
   v1::RunBenchmarkEvent e;
-  while (reader->Read(&e)) {}
+  while (reader->Read(&e)) {
+  }
   const grpc::Status s = reader->Finish();
   EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("options.repeats: must be in [1, 10000], got -1"), std::string::npos)
+  EXPECT_NE(s.error_message().find("options.repeats: must be in [1, 10000], got -1"),
+            std::string::npos)
       << s.error_message();
   // The FP8 recipe's rules, with the field.
   for (const auto& [edit, message] :
@@ -470,7 +479,8 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
     edit(*bad.mutable_options()->mutable_fp8_recipe());
     grpc::ClientContext fctx;
     auto freader = stub_->RunBenchmark(&fctx, bad);
-    while (freader->Read(&e)) {}
+    while (freader->Read(&e)) {
+    }
     const grpc::Status fs = freader->Finish();
     EXPECT_EQ(fs.error_code(), grpc::INVALID_ARGUMENT);
     EXPECT_NE(fs.error_message().find(message), std::string::npos) << fs.error_message();
@@ -479,7 +489,8 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
   suite.set_suite("huge");
   grpc::ClientContext ctx2;
   auto reader2 = stub_->RunBenchmark(&ctx2, suite);
-  while (reader2->Read(&e)) {}
+  while (reader2->Read(&e)) {
+  }
   EXPECT_EQ(reader2->Finish().error_message(), "suite: unknown 'huge'; expected codelab or large");
 }
 
@@ -519,13 +530,15 @@ TEST_F(ServerTest, QueueFullIsUnavailableAndAQueuedCallMissesItsDeadline) {
   v1::AttendResponse refused;
   const grpc::Status s = stub_->Attend(&refused_ctx, req, &refused);
   EXPECT_EQ(s.error_code(), grpc::UNAVAILABLE);
-  EXPECT_NE(s.error_message().find("queue full: 1 of 1 requests waiting on device 0"), std::string::npos)
+  EXPECT_NE(s.error_message().find("queue full: 1 of 1 requests waiting on device 0"),
+            std::string::npos)
       << s.error_message();
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return waiting_done; });
   EXPECT_EQ(waiting_status.error_code(), grpc::DEADLINE_EXCEEDED);
   job_ctx.TryCancel();
-  while (reader->Read(&e)) {}
+  while (reader->Read(&e)) {
+  }
   reader->Finish();
 }
 
@@ -536,13 +549,15 @@ TEST_F(ServerTest, ClientCancelStopsABenchmarkWithinOneCase) {
   int results = 0;
   while (results < 1 && reader->Read(&e)) results += e.has_result();
   ctx.TryCancel();
-  while (reader->Read(&e)) {}
+  while (reader->Read(&e)) {
+  }
   EXPECT_EQ(reader->Finish().error_code(), grpc::CANCELLED);
   // The server finished the job (it is no longer in flight) well before 40 cases.
   const auto scrape_cases = [&] {
     const std::string m = server_->metrics().Render();
     std::smatch match;
-    static const std::regex re("attn_benchmark_cases_total\\{backend=\"cpu\",status=\"OK\"\\} ([0-9]+)");
+    static const std::regex re(
+        "attn_benchmark_cases_total\\{backend=\"cpu\",status=\"OK\"\\} ([0-9]+)");
     return std::regex_search(m, match, re) ? std::stoi(match[1]) : 0;
   };
   for (int i = 0; i < 100 && server_->metrics().inflight.load() > 0; ++i) {
@@ -592,10 +607,12 @@ TEST_F(ServerTest, BenchmarkCaseCountersStartAtZeroForEveryBackendAndStatus) {
   grpc::ClientContext ctx;
   auto reader = stub_->RunBenchmark(&ctx, SlowJob(1, 1));
   v1::RunBenchmarkEvent e;
-  while (reader->Read(&e)) {}
+  while (reader->Read(&e)) {
+  }
   ASSERT_TRUE(reader->Finish().ok());
   const std::string after = server_->metrics().Render();
-  EXPECT_NE(after.find("attn_benchmark_cases_total{backend=\"cpu\",status=\"OK\"} 1\n"), std::string::npos)
+  EXPECT_NE(after.find("attn_benchmark_cases_total{backend=\"cpu\",status=\"OK\"} 1\n"),
+            std::string::npos)
       << after;
   EXPECT_NE(after.find("attn_benchmark_cases_total{backend=\"cpu\",status=\"CANCELLED\"} 0\n"),
             std::string::npos);
@@ -616,14 +633,16 @@ TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
   ASSERT_NE(http.find("HTTP/1.0 200 OK"), std::string::npos) << http.substr(0, 200);
   for (const char* name :
        {"attn_request_duration_seconds_bucket{code=\"OK\",rpc=\"Attend\"", "attn_requests_total",
-        "attn_queue_wait_seconds_bucket", "attn_device_time_seconds_bucket{backend=\"cpu\",causal=\"false\",dtype=\"float32\"",
+        "attn_queue_wait_seconds_bucket",
+        "attn_device_time_seconds_bucket{backend=\"cpu\",causal=\"false\",dtype=\"float32\"",
         "attn_queue_depth{device=\"0\"}", "attn_arena_used_bytes", "attn_arena_capacity_bytes",
         "attn_inflight_requests", "attn_serving 1", "attn_build_info", "attn_device_info"}) {
     EXPECT_NE(http.find(name), std::string::npos) << name;
   }
   EXPECT_NE(HttpGet(server_->metrics_port(), "/").find("404"), std::string::npos);
   if (system("command -v promtool > /dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "promtool not installed (Debian package prometheus; scripts/deps.sh installs it)";
+    GTEST_SKIP()
+        << "promtool not installed (Debian package prometheus; scripts/deps.sh installs it)";
   }
   const std::string path = ::attn::testing::ScratchDir() + "metrics.txt";
   std::ofstream(path) << http.substr(http.find("\r\n\r\n") + 4);
@@ -641,7 +660,8 @@ TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
 TEST(ServerProcess, SigtermDrainsAcceptedWorkAndExitsZero) {
   ::attn::testing::ServerProcess server("sigterm", {"--shutdown_grace_s=20"});
   const int port = server.port();
-  ASSERT_GT(port, 0) << "no SERVING line in " << server.log() << ":\n" << ::attn::testing::ReadTextFile(server.log());
+  ASSERT_GT(port, 0) << "no SERVING line in " << server.log() << ":\n"
+                     << ::attn::testing::ReadTextFile(server.log());
   auto stub = Connect(port);
   grpc::ClientContext ctx;
   auto reader = stub->RunBenchmark(&ctx, SlowJob(6, 3));
@@ -698,12 +718,14 @@ TEST(Binaries, HelpListsEveryFlagWithItsDefault) {
     while (fgets(buf, sizeof(buf), p)) out += buf;
     const int status = pclose(p);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-    const std::string text =
-        ::attn::testing::ReadTextFile(BinaryPath("ATTN_SOURCE_DIR", ATTN_SOURCE_DIR) + "/" + source);
+    const std::string text = ::attn::testing::ReadTextFile(
+        BinaryPath("ATTN_SOURCE_DIR", ATTN_SOURCE_DIR) + "/" + source);
     int flags = 0;
-    for (std::sregex_iterator it(text.begin(), text.end(), flag_def), end; it != end; ++it, ++flags) {
+    for (std::sregex_iterator it(text.begin(), text.end(), flag_def), end; it != end;
+         ++it, ++flags) {
       EXPECT_NE(out.find("--" + (*it)[1].str() + " (default: "), std::string::npos)
-          << (*it)[1] << " missing from --help:\n" << out;
+          << (*it)[1] << " missing from --help:\n"
+          << out;
     }
     EXPECT_GT(flags, 5) << "no ABSL_FLAG found in " << source;
   }

@@ -24,8 +24,10 @@ class ArenaBlock {
   ~ArenaBlock();
 
   void* data() const { return data_; }
-  int64_t size() const { return size_; }  // the bytes asked for; the arena reserves a multiple
-                                          // of kAlignment behind them
+  int64_t size() const {
+    return size_;
+  }  // the bytes asked for; the arena reserves a multiple
+     // of kAlignment behind them
 
  private:
   friend class Arena;

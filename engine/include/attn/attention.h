@@ -32,9 +32,10 @@ struct Piece {
 // bands of query rows (multiples of 64) across every batch and head, so each piece keeps the
 // whole problem's parallelism; where one 64-row band is too much, and for causal problems: over
 // the batch, then query heads, then (unmasked only) one head's rows. Pieces of one level are
-// equal in size but for the last, so a backend that builds a plan per shape builds few. One causal head is never split (its mask is aligned
-// to the first query row), so a piece exceeds `max_flops` only when one causal (b, head) does:
-// see LargestPieceFlops. max_flops <= 0 or a problem within it: one piece, the whole problem.
+// equal in size but for the last, so a backend that builds a plan per shape builds few. One causal
+// head is never split (its mask is aligned to the first query row), so a piece exceeds `max_flops`
+// only when one causal (b, head) does: see LargestPieceFlops. max_flops <= 0 or a problem within
+// it: one piece, the whole problem.
 std::vector<Piece> PlanPieces(const AttentionProblem& p, double max_flops);
 
 // The FLOPs of the largest piece PlanPieces(p, max_flops) makes, without listing them.

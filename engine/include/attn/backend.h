@@ -29,9 +29,9 @@ inline bool IsUnsupported(const absl::Status& status) {
 // One support rule, read like documentation:
 //   ATTN_UNSUPPORTED_IF(p.head_dim % 8 != 0, "cudnn: head_dim must be a multiple of 8; got %d",
 //                       p.head_dim);
-#define ATTN_UNSUPPORTED_IF(cond, ...)                                            \
-  do {                                                                            \
-    if (cond) return ::attn::Unsupported(::absl::StrFormat(__VA_ARGS__));         \
+#define ATTN_UNSUPPORTED_IF(cond, ...)                                    \
+  do {                                                                    \
+    if (cond) return ::attn::Unsupported(::absl::StrFormat(__VA_ARGS__)); \
   } while (0)
 
 class Fp8RecipeState;  // attn/fp8.h
@@ -70,10 +70,10 @@ struct RunArgs {
 // Counters of a backend's per-device plan cache.
 struct PlanCacheStats {
   int64_t hits = 0;
-  int64_t misses = 0;          // each one built a plan
+  int64_t misses = 0;  // each one built a plan
   int64_t entries = 0;
   int64_t capacity = 0;
-  double build_seconds = 0;     // total time spent building plans (and autotuning)
+  double build_seconds = 0;  // total time spent building plans (and autotuning)
   double last_build_seconds = 0;
 };
 
@@ -97,9 +97,9 @@ class Backend {
   // Exact scratch bytes Run needs for `problem` on `context` with packed BTNH tensors, so callers
   // can admit or refuse work up front. Backends that must build a plan to know (cudnn) build and
   // cache it here.
-  [[nodiscard]] virtual absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& problem,
-                                                               DeviceContext& context,
-                                                               const RunOptions& options = {}) const = 0;
+  [[nodiscard]] virtual absl::StatusOr<int64_t> WorkspaceBytes(
+      const AttentionProblem& problem, DeviceContext& context,
+      const RunOptions& options = {}) const = 0;
 
   // Computes args.tensors.out, enqueued on args.context's stream (synchronous on the CPU).
   // Returns once the work is queued; errors from the launch itself are reported here.

@@ -72,13 +72,13 @@ inline constexpr double kMaxNumericsFlops = 4e9;
 
 struct BenchResult {
   BenchCase bench_case;
-  uint64_t seed = 0;     // the case's inputs (CaseSeed of the job's seed and the case's index)
-  std::string backend;   // the backend that ran (auto resolved); empty when none could
-  absl::Status status;   // OK, or why the case did not run (unsupported: FailedPrecondition)
-  SampleStats stats;     // per-call device time, ms
+  uint64_t seed = 0;        // the case's inputs (CaseSeed of the job's seed and the case's index)
+  std::string backend;      // the backend that ran (auto resolved); empty when none could
+  absl::Status status;      // OK, or why the case did not run (unsupported: FailedPrecondition)
+  SampleStats stats;        // per-call device time, ms
   bool budget_cut = false;  // fewer than the requested repeats ran because of case_budget_s
-  double tflops = 0;     // AttentionFlops / median
-  double gbps = 0;       // AttentionMinBytes / median
+  double tflops = 0;        // AttentionFlops / median
+  double gbps = 0;          // AttentionMinBytes / median
   int64_t workspace_bytes = 0;
   int64_t peak_arena_bytes = 0;  // inputs, output and workspace of this case
   std::string timing;            // "cuda events", "cuda graph (20 calls per replay)", "host clock"
@@ -158,8 +158,9 @@ using BenchProgress = std::function<void(size_t, size_t, const BenchResult&)>;
 // DEADLINE_EXCEEDED, ...), and CUDA graph replays are kept to about 50 ms each (calls longer
 // than that are timed eagerly). Bad options fail the whole job.
 absl::StatusOr<std::vector<BenchResult>> RunBenchmark(const std::vector<BenchCase>& cases,
-                                      const BenchOptions& options, DeviceContext& context,
-                                      const BenchProgress& progress = nullptr,
-                                      const StopToken* stop = nullptr);
+                                                      const BenchOptions& options,
+                                                      DeviceContext& context,
+                                                      const BenchProgress& progress = nullptr,
+                                                      const StopToken* stop = nullptr);
 
 }  // namespace attn

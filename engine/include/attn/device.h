@@ -31,7 +31,7 @@ struct DeviceInfo {
   int cc_major = 0;  // compute capability; 0 on the CPU
   int cc_minor = 0;
   int64_t total_memory_bytes = 0;
-  int multiprocessors = 0;      // SMs, or CPU threads
+  int multiprocessors = 0;       // SMs, or CPU threads
   int cuda_runtime_version = 0;  // e.g. 13000; 0 on the CPU
   int cuda_driver_version = 0;   // highest CUDA version the driver supports, e.g. 13000
 
@@ -101,7 +101,8 @@ class DeviceContext {
   // The state `owner` (a backend) keeps on this device, made by `make` on first use and kept
   // until the context goes. Thread-safe; a failed `make` is returned and retried next time.
   absl::StatusOr<BackendState*> GetBackendState(
-      const void* owner, const std::function<absl::StatusOr<std::unique_ptr<BackendState>>()>& make);
+      const void* owner,
+      const std::function<absl::StatusOr<std::unique_ptr<BackendState>>()>& make);
 
   // Makes this context's GPU the calling thread's current CUDA device (nothing on the CPU). The
   // handles a backend makes on first use (cuDNN's, its streams) and every kernel launch follow

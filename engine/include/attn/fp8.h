@@ -44,9 +44,9 @@ enum class AmaxComputeAlgo : uint8_t {
 };
 
 struct DelayedScaling {
-  int margin = 0;                         // scale = (fp8_max / amax) / 2^margin
+  int margin = 0;  // scale = (fp8_max / amax) / 2^margin
   Fp8Format fp8_format = Fp8Format::kHybrid;
-  int amax_history_len = 1024;            // calls remembered per tensor
+  int amax_history_len = 1024;  // calls remembered per tensor
   AmaxComputeAlgo amax_compute_algo = AmaxComputeAlgo::kMax;
 
   // "margin=0 fp8_format=HYBRID amax_history_len=1024 amax_compute_algo=max"
@@ -58,7 +58,8 @@ struct DelayedScaling {
 absl::Status ValidateDelayedScaling(const DelayedScaling& recipe);
 
 // TE's scale update: (fp8_max / amax) / 2^margin, except that a zero or non-finite amax keeps
-// `previous` (TE's _default_sf_compute: a tensor that was all zeros must not get an infinite scale).
+// `previous` (TE's _default_sf_compute: a tensor that was all zeros must not get an infinite
+// scale).
 float ComputeScale(float amax, float previous, float fp8_max, int margin);
 
 const char* Fp8TensorName(int tensor);  // "q", "k", "v", "s", "o"

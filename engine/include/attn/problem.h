@@ -41,9 +41,9 @@ struct AttentionProblem {
 
 // Element counts of each tensor. Valid only after ValidateProblem succeeded (which proves
 // that none of them overflows int64).
-int64_t QueryElements(const AttentionProblem& p);  // B*T*N*H, also the output's count
+int64_t QueryElements(const AttentionProblem& p);     // B*T*N*H, also the output's count
 int64_t KeyValueElements(const AttentionProblem& p);  // B*S*K*H, each of K and V
-int64_t ScoreElements(const AttentionProblem& p);  // B*N*T*S
+int64_t ScoreElements(const AttentionProblem& p);     // B*N*T*S
 
 // FLOPs of one forward pass: 4*B*N*T*S*H (two GEMMs), halved when causal.
 double AttentionFlops(const AttentionProblem& p);

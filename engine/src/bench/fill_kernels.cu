@@ -14,7 +14,8 @@ template <typename T, typename R>
 __global__ void NormalFillKernel(T* dst, int64_t count, uint64_t seed) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
-    dst[i] = FromFloat<T>(static_cast<float>(FromFloat<R>(NormalAt(seed, static_cast<uint64_t>(i)))));
+    dst[i] =
+        FromFloat<T>(static_cast<float>(FromFloat<R>(NormalAt(seed, static_cast<uint64_t>(i)))));
   }
 }
 
@@ -44,7 +45,8 @@ cudaError_t LaunchNormalFill(void* dst, int64_t count, FillType type, FillType r
       if (type == FillType::kFloat32) {
         NormalFillKernel<float, __half><<<blocks, threads, 0, stream>>>(f32, count, seed);
       } else {
-        NormalFillKernel<__half, __half><<<blocks, threads, 0, stream>>>(static_cast<__half*>(dst), count, seed);
+        NormalFillKernel<__half, __half>
+            <<<blocks, threads, 0, stream>>>(static_cast<__half*>(dst), count, seed);
       }
       break;
   }

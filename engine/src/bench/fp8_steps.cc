@@ -14,15 +14,15 @@ absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& p, const void*
   Fp8StepTimes times;
   double* medians[kNumFp8Steps] = {&times.quantize_ms, &times.attention_ms, &times.dequantize_ms,
                                    &times.update_ms};
-  auto plan = VisitFp8Steps(
-      p, q, k, v, context,
-      [&](Fp8Step step, const std::function<absl::Status()>& launch) -> absl::Status {
-        if (quantize_only && step != Fp8Step::kQuantize) return absl::OkStatus();
-        auto ms = TimeOnDevice(context, launch, 3, std::max(1, repeats));
-        if (!ms.ok()) return ms.status();
-        *medians[static_cast<int>(step)] = Summarize(*std::move(ms)).median;
-        return absl::OkStatus();
-      });
+  auto plan =
+      VisitFp8Steps(p, q, k, v, context,
+                    [&](Fp8Step step, const std::function<absl::Status()>& launch) -> absl::Status {
+                      if (quantize_only && step != Fp8Step::kQuantize) return absl::OkStatus();
+                      auto ms = TimeOnDevice(context, launch, 3, std::max(1, repeats));
+                      if (!ms.ok()) return ms.status();
+                      *medians[static_cast<int>(step)] = Summarize(*std::move(ms)).median;
+                      return absl::OkStatus();
+                    });
   if (!plan.ok()) return plan.status();
   times.plan = *plan;
   return times;

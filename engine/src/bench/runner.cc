@@ -8,9 +8,9 @@
 #include "attn/attention.h"
 #include "attn/bench.h"
 #include "attn/fp8.h"
+#include "attn/reference.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
-#include "attn/reference.h"
 #include "bench/normal_fill.h"
 #include "platform.h"
 
@@ -20,7 +20,6 @@ namespace {
 // Device time between checks of the stop token and the case budget, and the most one CUDA graph
 // replay may hold the device (a replay cannot stop part-way).
 constexpr double kCheckEveryMs = 50;
-
 
 // The float64 reference (the cpu backend's) on host copies of the case's inputs (exact values,
 // float32 storage: the only rounding is float64 -> float32 at the end, far below any backend's
@@ -43,10 +42,10 @@ absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, const S
   auto scratch_bytes = ReferenceScratchBytes(ref);
   if (!scratch_bytes.ok()) return scratch_bytes.status();
   std::vector<double> scratch(static_cast<size_t>(*scratch_bytes) / sizeof(double));
-  return ReferenceAttention(ref,
-                            PackedTensors(ref, MemoryKind::kHost, in[0].data(), in[1].data(),
-                                          in[2].data(), want.data()),
-                            scratch.data(), stop, threads);  // checks the stop row by row
+  return ReferenceAttention(
+      ref,
+      PackedTensors(ref, MemoryKind::kHost, in[0].data(), in[1].data(), in[2].data(), want.data()),
+      scratch.data(), stop, threads);  // checks the stop row by row
 }
 
 // The naive backend in true float32 on the GPU, on float32 copies of the case's inputs, for
@@ -83,8 +82,8 @@ absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed
   }
   if (g == 0) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "one head's %d x %d float32 score matrix does not fit the arena's free %d bytes",
-        p.q_len, p.kv_len, context.arena().largest_free_block()));
+        "one head's %d x %d float32 score matrix does not fit the arena's free %d bytes", p.q_len,
+        p.kv_len, context.arena().largest_free_block()));
   }
   const auto view = [](const TensorView& t, int64_t b, int64_t head, int64_t heads) {
     TensorView v = t;
@@ -98,10 +97,9 @@ absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed
     for (int64_t k0 = 0; k0 < p.num_kv_heads; k0 += g) {
       sub.num_kv_heads = std::min(g, p.num_kv_heads - k0);
       sub.num_heads = sub.num_kv_heads * group;
-      const AttentionTensors t{view(full.q, b, k0 * group, sub.num_heads),
-                               view(full.k, b, k0, sub.num_kv_heads),
-                               view(full.v, b, k0, sub.num_kv_heads),
-                               view(full.out, b, k0 * group, sub.num_heads)};
+      const AttentionTensors t{
+          view(full.q, b, k0 * group, sub.num_heads), view(full.k, b, k0, sub.num_kv_heads),
+          view(full.v, b, k0, sub.num_kv_heads), view(full.out, b, k0 * group, sub.num_heads)};
       if (auto s = RunAttention(*naive, sub, t, context, run); !s.ok()) return s;
     }
   }
@@ -170,8 +168,8 @@ void Fp8VersusCudnn(const Backend& fp8, const AttentionProblem& p, const Attenti
   }
   double m = 0;
   for (int64_t i = 0; i < QueryElements(p); ++i) {
-    const double d = std::fabs(LoadAsDouble(fp8_out.data(), p.dtype, i) -
-                               LoadAsDouble(want.data(), p.dtype, i));
+    const double d =
+        std::fabs(LoadAsDouble(fp8_out.data(), p.dtype, i) - LoadAsDouble(want.data(), p.dtype, i));
     m = std::isnan(d) || d > m ? d : m;
   }
   r.fp8_vs_cudnn_max_diff = m;
@@ -202,9 +200,9 @@ void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t c
     naive_run.stop = run.stop;
     s = NaiveFloat32Reference(p, case_seed, context, naive_run, want);
   } else {
-    s = absl::FailedPreconditionError(absl::StrFormat(
-        "%.1f GFLOP is beyond the cpu reference's %.0f GFLOP limit", AttentionFlops(p) / 1e9,
-        kMaxNumericsFlops / 1e9));
+    s = absl::FailedPreconditionError(
+        absl::StrFormat("%.1f GFLOP is beyond the cpu reference's %.0f GFLOP limit",
+                        AttentionFlops(p) / 1e9, kMaxNumericsFlops / 1e9));
   }
   if (!s.ok()) {
     r.numerics_note = absl::StrFormat("not checked: %s", s.message());
@@ -261,7 +259,9 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
       r.status = b.status();
       return;
     }
-    if (r.status = FillInputs(context, p, b->tensors, InputSeed(seed, set, 0), stop); !r.status.ok()) return;
+    if (r.status = FillInputs(context, p, b->tensors, InputSeed(seed, set, 0), stop);
+        !r.status.ok())
+      return;
     tensors.push_back(b->tensors);
     buffers.push_back(*std::move(b));
   }
@@ -339,9 +339,10 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     }
     // Chunks of ~kCheckEveryMs of device time between checks of the budget and the stop.
     const int remaining = options.repeats - static_cast<int>(samples.size());
-    const int chunk = std::clamp(
-        static_cast<int>(kCheckEveryMs / std::max(samples.front() * (graph ? graph_calls : 1), 1e-3)),
-        1, remaining);
+    const int chunk =
+        std::clamp(static_cast<int>(kCheckEveryMs /
+                                    std::max(samples.front() * (graph ? graph_calls : 1), 1e-3)),
+                   1, remaining);
     auto more = time(chunk);
     if (!more.ok()) {
       r.status = more.status();
@@ -358,8 +359,8 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     }
     r.fp8_state = *state;
     // The quantise step alone, on set 0's inputs (already part of every timed call).
-    auto steps = TimeFp8Steps(p, tensors[0].q.data, tensors[0].k.data, tensors[0].v.data,
-                              context, 20, /*quantize_only=*/true);
+    auto steps = TimeFp8Steps(p, tensors[0].q.data, tensors[0].k.data, tensors[0].v.data, context,
+                              20, /*quantize_only=*/true);
     if (steps.ok()) r.fp8_quantize_ms = steps->quantize_ms;
   }
   r.stats = Summarize(samples);
@@ -396,7 +397,9 @@ absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
   const TensorView* inputs[3] = {&t.q, &t.k, &t.v};
   for (int i = 0; i < 3; ++i) {
     const int64_t count = inputs[i]->capacity_bytes / DTypeSize(p.dtype);
-    if (auto s = FillNormal(context, inputs[i]->data, count, p.dtype, InputSeed(seed, 0, i), stop); !s.ok()) return s;
+    if (auto s = FillNormal(context, inputs[i]->data, count, p.dtype, InputSeed(seed, 0, i), stop);
+        !s.ok())
+      return s;
   }
   return absl::OkStatus();
 }

@@ -74,7 +74,8 @@ std::vector<BenchCase> Large() {
   constexpr auto bf16 = DType::kBFloat16;
   for (bool causal : {true, false}) {
     for (int64_t t : {1024, 2048, 4096, 8192}) {
-      Add(out, causal ? "large causal" : "large", AttentionProblem::SelfAttention(4, t, 16, 128, bf16, causal),
+      Add(out, causal ? "large causal" : "large",
+          AttentionProblem::SelfAttention(4, t, 16, 128, bf16, causal),
           {{"cudnn", bf16}, {"fused", bf16}, {"cudnn_fp8", bf16}});
     }
   }
@@ -93,8 +94,8 @@ absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name,
                                                    const DeviceInfo& device) {
   if (name == "codelab") return Codelab(device.kind == DeviceKind::kCuda);
   if (name == "large") return Large();
-  return absl::InvalidArgumentError(absl::StrCat("suite: unknown '", name, "'; expected ",
-                                                 absl::StrJoin(SuiteNames(), " or ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("suite: unknown '", name, "'; expected ", absl::StrJoin(SuiteNames(), " or ")));
 }
 
 }  // namespace attn

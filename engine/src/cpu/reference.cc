@@ -30,14 +30,17 @@ ThreadPool& Pool() {
 // Copies a strided view into packed BTNH doubles, one (b, l) slab per task.
 void Widen(const TensorView& view, double* dst, int max_threads) {
   const int64_t L = view.shape[1], heads = view.shape[2], H = view.shape[3];
-  Pool().ParallelFor(view.shape[0] * L, [&](int64_t bl) {
-    const int64_t b = bl / L, l = bl % L;
-    for (int64_t hd = 0; hd < heads; ++hd) {
-      const int64_t src = view.Offset(b, l, hd);
-      double* out = dst + (bl * heads + hd) * H;
-      for (int64_t h = 0; h < H; ++h) out[h] = LoadAsDouble(view.data, view.dtype, src + h);
-    }
-  }, max_threads);
+  Pool().ParallelFor(
+      view.shape[0] * L,
+      [&](int64_t bl) {
+        const int64_t b = bl / L, l = bl % L;
+        for (int64_t hd = 0; hd < heads; ++hd) {
+          const int64_t src = view.Offset(b, l, hd);
+          double* out = dst + (bl * heads + hd) * H;
+          for (int64_t h = 0; h < H; ++h) out[h] = LoadAsDouble(view.data, view.dtype, src + h);
+        }
+      },
+      max_threads);
 }
 
 }  // namespace
@@ -78,39 +81,43 @@ absl::Status ReferenceAttention(const AttentionProblem& p, const AttentionTensor
     stopped = true;
     return true;
   };
-  Pool().ParallelFor(B * N * tasks_per_head, [&](int64_t task) {
-    const int64_t bn = task / tasks_per_head;
-    const int64_t b = bn / N, n = bn % N, kh = n / group;
-    const int64_t t_begin = (task % tasks_per_head) * kRowsPerTask;
-    const int64_t t_end = std::min(T, t_begin + kRowsPerTask);
-    std::vector<double> scores(static_cast<size_t>(S));
-    std::vector<double> acc(static_cast<size_t>(H));
-    for (int64_t row = t_begin; row < t_end; ++row) {
-      if (should_stop()) return;
-      const double* qr = q + ((b * T + row) * N + n) * H;
-      // Top-left causal: query `row` sees keys 0..row.
-      const int64_t visible = p.causal ? std::min(S, row + 1) : S;
-      double max_score = -std::numeric_limits<double>::infinity();
-      for (int64_t s = 0; s < visible; ++s) {
-        if (s % kKeysPerStopCheck == kKeysPerStopCheck - 1 && should_stop()) return;
-        const double* kr = k + ((b * S + s) * K + kh) * H;
-        double dot = 0;
-        for (int64_t h = 0; h < H; ++h) dot += qr[h] * kr[h];
-        scores[s] = dot * scale;
-        max_score = std::max(max_score, scores[s]);
-      }
-      double sum = 0;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t s = 0; s < visible; ++s) {
-        const double w = std::exp(scores[s] - max_score);
-        sum += w;
-        const double* vr = v + ((b * S + s) * K + kh) * H;
-        for (int64_t h = 0; h < H; ++h) acc[h] += w * vr[h];
-      }
-      const int64_t out_base = t.out.Offset(b, row, n);
-      for (int64_t h = 0; h < H; ++h) StoreFromDouble(t.out.data, p.dtype, out_base + h, acc[h] / sum);
-    }
-  }, max_threads);
+  Pool().ParallelFor(
+      B * N * tasks_per_head,
+      [&](int64_t task) {
+        const int64_t bn = task / tasks_per_head;
+        const int64_t b = bn / N, n = bn % N, kh = n / group;
+        const int64_t t_begin = (task % tasks_per_head) * kRowsPerTask;
+        const int64_t t_end = std::min(T, t_begin + kRowsPerTask);
+        std::vector<double> scores(static_cast<size_t>(S));
+        std::vector<double> acc(static_cast<size_t>(H));
+        for (int64_t row = t_begin; row < t_end; ++row) {
+          if (should_stop()) return;
+          const double* qr = q + ((b * T + row) * N + n) * H;
+          // Top-left causal: query `row` sees keys 0..row.
+          const int64_t visible = p.causal ? std::min(S, row + 1) : S;
+          double max_score = -std::numeric_limits<double>::infinity();
+          for (int64_t s = 0; s < visible; ++s) {
+            if (s % kKeysPerStopCheck == kKeysPerStopCheck - 1 && should_stop()) return;
+            const double* kr = k + ((b * S + s) * K + kh) * H;
+            double dot = 0;
+            for (int64_t h = 0; h < H; ++h) dot += qr[h] * kr[h];
+            scores[s] = dot * scale;
+            max_score = std::max(max_score, scores[s]);
+          }
+          double sum = 0;
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t s = 0; s < visible; ++s) {
+            const double w = std::exp(scores[s] - max_score);
+            sum += w;
+            const double* vr = v + ((b * S + s) * K + kh) * H;
+            for (int64_t h = 0; h < H; ++h) acc[h] += w * vr[h];
+          }
+          const int64_t out_base = t.out.Offset(b, row, n);
+          for (int64_t h = 0; h < H; ++h)
+            StoreFromDouble(t.out.data, p.dtype, out_base + h, acc[h] / sum);
+        }
+      },
+      max_threads);
   if (stopped) return stop->Check();
   return absl::OkStatus();
 }

@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::CreateCuda(
 DeviceContext::~DeviceContext() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   states_.clear();  // backend handles may reference the stream
-  arena_.reset();  // before the stream goes, so no queued kernel outlives its memory
+  arena_.reset();   // before the stream goes, so no queued kernel outlives its memory
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   for (cudaEvent_t mark : marks_) {
     if (mark != nullptr) cudaEventDestroy(mark);
@@ -185,12 +185,12 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
       break;
   }
   for (int i = 0; status.ok() && i < repeats; ++i) {
-    status = CudaStatus(cudaEventRecord(events[2 * i], stream), "cudaEventRecord", __FILE__,
-                        __LINE__);
+    status =
+        CudaStatus(cudaEventRecord(events[2 * i], stream), "cudaEventRecord", __FILE__, __LINE__);
     if (status.ok()) status = work();
     if (status.ok()) {
-      status = CudaStatus(cudaEventRecord(events[2 * i + 1], stream), "cudaEventRecord",
-                          __FILE__, __LINE__);
+      status = CudaStatus(cudaEventRecord(events[2 * i + 1], stream), "cudaEventRecord", __FILE__,
+                          __LINE__);
     }
   }
   if (status.ok()) {
@@ -213,8 +213,9 @@ absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,
 absl::Status FillNormalOnStream(CudaStream stream, void* dst, int64_t count, DType dtype,
                                 uint64_t seed, std::optional<DType> rounded_to) {
   const auto fill_type = [](DType d) {
-    return d == DType::kFloat32 ? FillType::kFloat32 : d == DType::kBFloat16 ? FillType::kBFloat16
-                                                                             : FillType::kFloat16;
+    return d == DType::kFloat32    ? FillType::kFloat32
+           : d == DType::kBFloat16 ? FillType::kBFloat16
+                                   : FillType::kFloat16;
   };
   if (rounded_to && *rounded_to != dtype && dtype != DType::kFloat32) {
     return absl::InvalidArgumentError("FillNormalOnStream: a widened copy is stored as float32");
@@ -240,8 +241,7 @@ absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream stream,
   }
   ATTN_CUDA_RETURN_IF_ERROR(ended);
   // (No StatusOr is ever made from an OK status: abseil aborts on that in debug builds.)
-  absl::StatusOr<std::vector<double>> per_replay =
-      absl::InternalError("graph replay did not run");
+  absl::StatusOr<std::vector<double>> per_replay = absl::InternalError("graph replay did not run");
   absl::Status status =
       CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate", __FILE__, __LINE__);
   // One untimed launch uploads the graph.
@@ -251,7 +251,9 @@ absl::StatusOr<std::vector<double>> TimeGraphOnStream(CudaStream stream,
   if (status.ok()) {
     per_replay = TimeOnStream(
         stream,
-        [&] { return CudaStatus(cudaGraphLaunch(exec, stream), "cudaGraphLaunch", __FILE__, __LINE__); },
+        [&] {
+          return CudaStatus(cudaGraphLaunch(exec, stream), "cudaGraphLaunch", __FILE__, __LINE__);
+        },
         0, replays);
   } else {
     per_replay = status;

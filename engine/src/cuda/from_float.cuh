@@ -9,10 +9,16 @@ namespace attn {
 template <typename T>
 __device__ T FromFloat(float x);
 template <>
-__device__ inline float FromFloat<float>(float x) { return x; }
+__device__ inline float FromFloat<float>(float x) {
+  return x;
+}
 template <>
-__device__ inline __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ inline __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 template <>
-__device__ inline __half FromFloat<__half>(float x) { return __float2half_rn(x); }
+__device__ inline __half FromFloat<__half>(float x) {
+  return __float2half_rn(x);
+}
 
 }  // namespace attn

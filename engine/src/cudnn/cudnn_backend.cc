@@ -31,7 +31,8 @@ PlanKey KeyOf(const AttentionProblem& p, const std::array<int64_t, 4>& q,
               const std::array<int64_t, 4>& k, const std::array<int64_t, 4>& v,
               const std::array<int64_t, 4>& o, bool autotune) {
   PlanKey key = cudnn::KeyFields(p);
-  for (const auto* strides : {&q, &k, &v, &o}) key.insert(key.end(), strides->begin(), strides->end());
+  for (const auto* strides : {&q, &k, &v, &o})
+    key.insert(key.end(), strides->begin(), strides->end());
   key.push_back(autotune);
   return key;
 }
@@ -61,11 +62,12 @@ absl::StatusOr<Plan> Build(const AttentionProblem& p, const std::array<int64_t, 
   auto q = view("Q", kQ, p.q_len, p.num_heads, q_strides);
   auto k = view("K", kK, p.kv_len, p.num_kv_heads, k_strides);
   auto v = view("V", kV, p.kv_len, p.num_kv_heads, v_strides);
-  auto options = fe::graph::SDPA_attributes()
-                     .set_name("sdpa")
-                     .set_generate_stats(false)
-                     .set_attn_scale(static_cast<float>(p.EffectiveScale()));
-  if (p.causal) options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  auto options =
+      fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(false).set_attn_scale(
+          static_cast<float>(p.EffectiveScale()));
+  if (p.causal)
+    options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+        .set_diagonal_band_right_bound(0);
   auto [o, stats] = graph->sdpa(q, k, v, options);
   (void)stats;
   const auto& os = o_strides;

@@ -16,14 +16,15 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 absl::Status FrontendStatus(fe::error_t e, const char* expr, const char* file, int line) {
   if (e.is_good()) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrFormat("cudnn-frontend error in %s at %s:%d: %s", expr, file, line, e.get_message()));
+  return absl::FailedPreconditionError(absl::StrFormat("cudnn-frontend error in %s at %s:%d: %s",
+                                                       expr, file, line, e.get_message()));
 }
 
 absl::Status LibraryStatus(cudnnStatus_t s, const char* expr, const char* file, int line) {
   if (s == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
-  const absl::StatusCode code = s == CUDNN_STATUS_ALLOC_FAILED ? absl::StatusCode::kResourceExhausted
-                                                               : absl::StatusCode::kInternal;
+  const absl::StatusCode code = s == CUDNN_STATUS_ALLOC_FAILED
+                                    ? absl::StatusCode::kResourceExhausted
+                                    : absl::StatusCode::kInternal;
   return absl::Status(code, absl::StrFormat("cuDNN error %s in %s at %s:%d", cudnnGetErrorString(s),
                                             expr, file, line));
 }
@@ -32,9 +33,15 @@ PlanKey KeyFields(const AttentionProblem& p) {
   const double scale = p.EffectiveScale();
   int64_t scale_bits;
   std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
-  return {p.batch,    p.q_len,    p.kv_len,
-          p.num_heads, p.num_kv_heads, p.head_dim,
-          static_cast<int64_t>(p.dtype), static_cast<int64_t>(p.causal), scale_bits};
+  return {p.batch,
+          p.q_len,
+          p.kv_len,
+          p.num_heads,
+          p.num_kv_heads,
+          p.head_dim,
+          static_cast<int64_t>(p.dtype),
+          static_cast<int64_t>(p.causal),
+          scale_bits};
 }
 
 size_t PlanKeyHash::operator()(const PlanKey& key) const {
@@ -122,8 +129,8 @@ absl::Status CudnnState::AutotuneLocked(Plan& plan, std::unordered_map<int64_t, 
 
 PlanCacheStats CudnnState::Stats() {
   std::lock_guard<std::mutex> lock(mu);
-  return {hits_, misses_, static_cast<int64_t>(lru_.size()), kCapacity, build_seconds_,
-          last_build_seconds_};
+  return {hits_,     misses_,        static_cast<int64_t>(lru_.size()),
+          kCapacity, build_seconds_, last_build_seconds_};
 }
 
 std::string LibraryVersion() {

@@ -40,10 +40,10 @@ inline absl::Status ToStatus(cudnnStatus_t s, const char* expr, const char* file
 
 }  // namespace attn::cudnn
 
-#define ATTN_CUDNN_RETURN_IF_ERROR(expr)                                                    \
-  do {                                                                                      \
+#define ATTN_CUDNN_RETURN_IF_ERROR(expr)                                                        \
+  do {                                                                                          \
     if (absl::Status _s = ::attn::cudnn::ToStatus((expr), #expr, __FILE__, __LINE__); !_s.ok()) \
-      return _s;                                                                            \
+      return _s;                                                                                \
   } while (0)
 
 namespace attn::cudnn {
@@ -113,11 +113,12 @@ class CudnnState : public BackendState {
 // on first use.
 template <typename State>
 absl::StatusOr<State*> StateOf(const Backend* owner, DeviceContext& context) {
-  auto state = context.GetBackendState(owner, [&]() -> absl::StatusOr<std::unique_ptr<BackendState>> {
-    auto s = std::make_unique<State>();
-    if (absl::Status init = s->Init(context, owner->name()); !init.ok()) return init;
-    return std::unique_ptr<BackendState>(std::move(s));
-  });
+  auto state =
+      context.GetBackendState(owner, [&]() -> absl::StatusOr<std::unique_ptr<BackendState>> {
+        auto s = std::make_unique<State>();
+        if (absl::Status init = s->Init(context, owner->name()); !init.ok()) return init;
+        return std::unique_ptr<BackendState>(std::move(s));
+      });
   if (!state.ok()) return state.status();
   return static_cast<State*>(*state);
 }

@@ -94,7 +94,9 @@ AttentionProblem ChunkOf(const AttentionProblem& p, int chunks) {
   return c;
 }
 
-int64_t Align(int64_t bytes) { return (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment; }
+int64_t Align(int64_t bytes) {
+  return (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
+}
 
 // The sdpa_fp8 graph of `p` on packed E4M3 tensors, BTNH (or BNTH when heads_major) as cuDNN's
 // (B, heads, L, H) dims, with every FP8 scale a device scalar.
@@ -131,12 +133,13 @@ absl::StatusOr<Plan> Build(const AttentionProblem& p, bool autotune, bool heads_
                      .set_generate_stats(false)
                      .set_attn_scale(static_cast<float>(p.EffectiveScale()));
   if (p.causal) {
-    options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+    options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+        .set_diagonal_band_right_bound(0);
   }
-  auto [o, stats, amax_s, amax_o] = graph->sdpa_fp8(
-      q, k, v, scalar("descale_q", kDescaleQ), scalar("descale_k", kDescaleK),
-      scalar("descale_v", kDescaleV), scalar("descale_s", kDescaleS), scalar("scale_s", kScaleS),
-      scalar("scale_o", kScaleO), options);
+  auto [o, stats, amax_s, amax_o] =
+      graph->sdpa_fp8(q, k, v, scalar("descale_q", kDescaleQ), scalar("descale_k", kDescaleK),
+                      scalar("descale_v", kDescaleV), scalar("descale_s", kDescaleS),
+                      scalar("scale_s", kScaleS), scalar("scale_o", kScaleO), options);
   (void)stats;
   o->set_output(true)
       .set_uid(kO)
@@ -144,8 +147,11 @@ absl::StatusOr<Plan> Build(const AttentionProblem& p, bool autotune, bool heads_
       .set_dim({p.batch, p.num_heads, p.q_len, p.head_dim})
       .set_stride(strides(p.q_len, p.num_heads));
   for (auto& [amax, uid] : {std::pair{amax_s, kAmaxS}, std::pair{amax_o, kAmaxO}}) {
-    amax->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(
-        fe::DataType_t::FLOAT);
+    amax->set_output(true)
+        .set_uid(uid)
+        .set_dim({1, 1, 1, 1})
+        .set_stride({1, 1, 1, 1})
+        .set_data_type(fe::DataType_t::FLOAT);
   }
   return cudnn::BuildPlan(std::move(graph), handle, autotune, "cudnn_fp8", p);
 }
@@ -216,7 +222,8 @@ absl::Status CheckVectorizable(const TensorView& t, const char* name) {
                        t.strides[1] % 8 == 0 && t.strides[2] % 8 == 0;
   if (aligned) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
-      "cudnn_fp8: %s must start 16-byte aligned with strides that are multiples of 8 elements", name));
+      "cudnn_fp8: %s must start 16-byte aligned with strides that are multiples of 8 elements",
+      name));
 }
 
 class CudnnFp8Backend final : public Backend {
@@ -228,7 +235,8 @@ class CudnnFp8Backend final : public Backend {
     return absl::StrFormat(
         "cuDNN %d FP8 (E4M3) fused attention (sdpa_fp8 forward) via cudnn-frontend %d.%d, "
         "TransformerEngine delayed scaling",
-        static_cast<int>(cudnnGetVersion()), CUDNN_FRONTEND_MAJOR_VERSION, CUDNN_FRONTEND_MINOR_VERSION);
+        static_cast<int>(cudnnGetVersion()), CUDNN_FRONTEND_MAJOR_VERSION,
+        CUDNN_FRONTEND_MINOR_VERSION);
   }
 
   // cuDNN's documented rules for FP8 SDPA forward (cudnn-frontend's support surface), as reasons.
@@ -266,7 +274,8 @@ class CudnnFp8Backend final : public Backend {
   absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext& context,
                                          const RunOptions& options) const override {
     const bool heads_major = QuantisedHeadsMajor(p);
-    auto plan = GetPlan(ChunkOf(p, ChunksFor(p, heads_major)), context, options.autotune, heads_major);
+    auto plan =
+        GetPlan(ChunkOf(p, ChunksFor(p, heads_major)), context, options.autotune, heads_major);
     if (!plan.ok()) return plan.status();
     return LayoutFor(p, (*plan)->workspace_bytes).total;
   }
@@ -350,12 +359,12 @@ class CudnnFp8Backend final : public Backend {
     // workspace buffers (batch is the outer dimension of either layout).
     const int64_t nb = p.batch / chunks;
     const int64_t q_batch = QueryElements(p) / p.batch, kv_batch = KeyValueElements(p) / p.batch;
-    auto chunk_operands = [&](int c, fp8::Operand (&out)[3]) {
+    auto chunk_operands = [&](int c, fp8::Operand(&out)[3]) {
       for (int i = 0; i < 3; ++i) {
         const fp8::Operand& whole = ops[i];
         out[i] = whole;
-        out[i].src = static_cast<const char*>(whole.src) +
-                     c * nb * whole.strides[0] * DTypeSize(p.dtype);
+        out[i].src =
+            static_cast<const char*>(whole.src) + c * nb * whole.strides[0] * DTypeSize(p.dtype);
         out[i].dst = whole.dst + c * nb * (i == 0 ? q_batch : kv_batch);
         out[i].shape[0] = nb;
       }
@@ -443,19 +452,18 @@ class CudnnFp8Backend final : public Backend {
                                                  const float* descale_k, const float* descale_v,
                                                  DeviceScalars* s, float* amax_s = nullptr,
                                                  float* amax_o = nullptr) {
-    return {
-        {kQ, const_cast<void*>(q)},
-        {kK, const_cast<void*>(k)},
-        {kV, const_cast<void*>(v)},
-        {kO, o},
-        {kDescaleQ, const_cast<float*>(descale_q)},
-        {kDescaleK, const_cast<float*>(descale_k)},
-        {kDescaleV, const_cast<float*>(descale_v)},
-        {kDescaleS, &s->descale[kFp8S].value},
-        {kScaleS, &s->scale[kFp8S].value},
-        {kScaleO, &s->scale[kFp8O].value},
-        {kAmaxS, amax_s != nullptr ? amax_s : &s->amax[kFp8S].value},
-        {kAmaxO, amax_o != nullptr ? amax_o : &s->amax[kFp8O].value}};
+    return {{kQ, const_cast<void*>(q)},
+            {kK, const_cast<void*>(k)},
+            {kV, const_cast<void*>(v)},
+            {kO, o},
+            {kDescaleQ, const_cast<float*>(descale_q)},
+            {kDescaleK, const_cast<float*>(descale_k)},
+            {kDescaleV, const_cast<float*>(descale_v)},
+            {kDescaleS, &s->descale[kFp8S].value},
+            {kScaleS, &s->scale[kFp8S].value},
+            {kScaleO, &s->scale[kFp8O].value},
+            {kAmaxS, amax_s != nullptr ? amax_s : &s->amax[kFp8S].value},
+            {kAmaxO, amax_o != nullptr ? amax_o : &s->amax[kFp8O].value}};
   }
 
   static absl::Status Execute(Fp8State& st, Plan& plan, const void* q, const void* k, const void* v,
@@ -495,12 +503,14 @@ absl::Status RunAttentionE4M3(const AttentionProblem& p, const Fp8AttentionTenso
   if (auto s = backend.CheckSupport(p, context.info()); !s.ok()) return s;
   for (const void* ptr : {t.q, t.k, t.v, static_cast<const void*>(t.out)}) {
     if (ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
-      return absl::InvalidArgumentError("cudnn_fp8: E4M3 q, k, v and out must be non-null and 16-byte aligned");
+      return absl::InvalidArgumentError(
+          "cudnn_fp8: E4M3 q, k, v and out must be non-null and 16-byte aligned");
     }
   }
   if (t.descale_q == nullptr || t.descale_k == nullptr || t.descale_v == nullptr ||
       t.descale_o == nullptr) {
-    return absl::InvalidArgumentError("cudnn_fp8: descale_q, descale_k, descale_v and descale_o are required");
+    return absl::InvalidArgumentError(
+        "cudnn_fp8: descale_q, descale_k, descale_v and descale_o are required");
   }
   auto state = backend.State(context);
   if (!state.ok()) return state.status();
@@ -521,8 +531,8 @@ absl::Status RunAttentionE4M3(const AttentionProblem& p, const Fp8AttentionTenso
       !e.ok()) {
     return e;
   }
-  ATTN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.descale_o, &s->descale[kFp8O].value, 4,
-                                            cudaMemcpyDeviceToDevice, stream));
+  ATTN_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(t.descale_o, &s->descale[kFp8O].value, 4, cudaMemcpyDeviceToDevice, stream));
   if (t.amax_s != nullptr) {
     ATTN_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(t.amax_s, &s->amax[kFp8S].value, 4, cudaMemcpyDeviceToDevice, stream));
@@ -605,14 +615,14 @@ absl::StatusOr<std::string> VisitFp8Steps(const AttentionProblem& p, const void*
         return absl::OkStatus();
       },
       [&]() -> absl::Status {
-        ATTN_CUDA_RETURN_IF_ERROR(fp8::LaunchRecipeUpdate(
-            s, history, recipe.amax_history_len,
-            recipe.amax_compute_algo == AmaxComputeAlgo::kMostRecent, recipe.margin, nullptr, 0,
-            stream));
+        ATTN_CUDA_RETURN_IF_ERROR(
+            fp8::LaunchRecipeUpdate(s, history, recipe.amax_history_len,
+                                    recipe.amax_compute_algo == AmaxComputeAlgo::kMostRecent,
+                                    recipe.margin, nullptr, 0, stream));
         return absl::OkStatus();
       }};
-  for (Fp8Step step : {Fp8Step::kQuantize, Fp8Step::kAttention, Fp8Step::kDequantize,
-                       Fp8Step::kRecipeUpdate}) {
+  for (Fp8Step step :
+       {Fp8Step::kQuantize, Fp8Step::kAttention, Fp8Step::kDequantize, Fp8Step::kRecipeUpdate}) {
     if (auto e = visit(step, steps[static_cast<int>(step)]); !e.ok()) return e;
   }
   // The arena block goes back while the steps may be queued: safe, as in RunAttention.

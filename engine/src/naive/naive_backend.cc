@@ -95,9 +95,9 @@ class NaiveBackend final : public Backend {
     auto need = Bytes(p);
     if (!need.ok()) return need.status();
     if (args.workspace_bytes < *need) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "naive: workspace of %d bytes is smaller than the %d needed", args.workspace_bytes,
-          *need));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("naive: workspace of %d bytes is smaller than the %d needed",
+                          args.workspace_bytes, *need));
     }
     // Row strides of the views become cuBLAS leading dimensions.
     if (auto s = CheckFitsInt(t.q.strides[1], "q row stride"); !s.ok()) return s;
@@ -155,8 +155,8 @@ class NaiveBackend final : public Backend {
                                    : p.dtype == DType::kBFloat16 ? SoftmaxOut::kBFloat16
                                                                  : SoftmaxOut::kFloat16;
     ATTN_CUDA_RETURN_IF_ERROR(LaunchMaskedSoftmax(scores, count * p.q_len, p.q_len, p.kv_len,
-                                                  static_cast<float>(p.EffectiveScale()),
-                                                  p.causal, softmax_out, stream));
+                                                  static_cast<float>(p.EffectiveScale()), p.causal,
+                                                  softmax_out, stream));
 
     // Half-precision P sits in the first half of each float row: its row stride is 2 * S.
     const int ldp = p.dtype == DType::kFloat32 ? S : 2 * S;

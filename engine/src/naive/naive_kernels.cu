@@ -108,9 +108,8 @@ __global__ void __launch_bounds__(kThreads)
 // == 0 (rows then stay 16-byte aligned). Narrowing to half in place is safe: every lane's loads
 // have completed once the max reduction, which consumes them, has finished.
 template <int kVecs, typename OutT>
-__global__ void __launch_bounds__(128)
-    WarpSoftmaxKernel(float* scores, int64_t rows, int64_t q_len, int64_t kv_len, float scale,
-                      bool causal) {
+__global__ void __launch_bounds__(128) WarpSoftmaxKernel(float* scores, int64_t rows, int64_t q_len,
+                                                         int64_t kv_len, float scale, bool causal) {
   const int lane = threadIdx.x % 32;
   const int64_t row = blockIdx.x * int64_t{4} + threadIdx.x / 32;
   if (row >= rows) return;
@@ -124,7 +123,8 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
     const int64_t s = 4 * (int64_t{j} * 32 + lane);
-    x[j] = s < visible ? in4[j * 32 + lane] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+    x[j] =
+        s < visible ? in4[j * 32 + lane] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
   }
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
@@ -137,7 +137,8 @@ __global__ void __launch_bounds__(128)
     m = fmaxf(m, fmaxf(fmaxf(x[j].x, x[j].y), fmaxf(x[j].z, x[j].w)));
   }
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  for (int offset = 16; offset > 0; offset /= 2)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
   float l = 0.f;
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
@@ -154,11 +155,14 @@ __global__ void __launch_bounds__(128)
   for (int j = 0; j < kVecs; ++j) {
     const int64_t v = int64_t{j} * 32 + lane;
     if (4 * v >= kv_len) break;
-    const float4 p = make_float4(x[j].x * inv_sum, x[j].y * inv_sum, x[j].z * inv_sum, x[j].w * inv_sum);
+    const float4 p =
+        make_float4(x[j].x * inv_sum, x[j].y * inv_sum, x[j].z * inv_sum, x[j].w * inv_sum);
     if constexpr (sizeof(OutT) == sizeof(float)) {
       reinterpret_cast<float4*>(in)[v] = p;
     } else {
-      struct alignas(8) Four { OutT a, b, c, d; };
+      struct alignas(8) Four {
+        OutT a, b, c, d;
+      };
       reinterpret_cast<Four*>(in)[v] = Four{FromFloat<OutT>(p.x), FromFloat<OutT>(p.y),
                                             FromFloat<OutT>(p.z), FromFloat<OutT>(p.w)};
     }
@@ -171,13 +175,16 @@ cudaError_t LaunchWarpSoftmax(float* scores, int64_t rows, int64_t q_len, int64_
   const unsigned grid = static_cast<unsigned>((rows + 3) / 4);
   switch (out) {
     case SoftmaxOut::kFloat32:
-      WarpSoftmaxKernel<kVecs, float><<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      WarpSoftmaxKernel<kVecs, float>
+          <<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
       break;
     case SoftmaxOut::kBFloat16:
-      WarpSoftmaxKernel<kVecs, __nv_bfloat16><<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      WarpSoftmaxKernel<kVecs, __nv_bfloat16>
+          <<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
       break;
     case SoftmaxOut::kFloat16:
-      WarpSoftmaxKernel<kVecs, __half><<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      WarpSoftmaxKernel<kVecs, __half>
+          <<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
       break;
   }
   return cudaGetLastError();
@@ -236,17 +243,25 @@ cudaError_t LaunchMaskedSoftmax(float* scores, int64_t rows, int64_t q_len, int6
   // Rows of up to 4096 scores with kv_len % 4 == 0 live in one warp's registers (at most 32
   // float4 per lane); one read and one write of the row. The block kernels take the rest.
   if (kv_len % 4 == 0 && rows <= (int64_t{1} << 32)) {  // grid = rows / 4 stays below 2^31
-    if (kv_len <= 128) return LaunchWarpSoftmax<1>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 256) return LaunchWarpSoftmax<2>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 512) return LaunchWarpSoftmax<4>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 1024) return LaunchWarpSoftmax<8>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 2048) return LaunchWarpSoftmax<16>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 4096) return LaunchWarpSoftmax<32>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 128)
+      return LaunchWarpSoftmax<1>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 256)
+      return LaunchWarpSoftmax<2>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 512)
+      return LaunchWarpSoftmax<4>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 1024)
+      return LaunchWarpSoftmax<8>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 2048)
+      return LaunchWarpSoftmax<16>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+    if (kv_len <= 4096)
+      return LaunchWarpSoftmax<32>(scores, rows, q_len, kv_len, scale, causal, out, stream);
   }
   // About four scores per thread in a pass: short rows waste no lanes, long rows keep 256
   // threads streaming.
-  if (kv_len <= 128) return LaunchSoftmaxWith<32>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-  if (kv_len <= 512) return LaunchSoftmaxWith<128>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+  if (kv_len <= 128)
+    return LaunchSoftmaxWith<32>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+  if (kv_len <= 512)
+    return LaunchSoftmaxWith<128>(scores, rows, q_len, kv_len, scale, causal, out, stream);
   return LaunchSoftmaxWith<256>(scores, rows, q_len, kv_len, scale, causal, out, stream);
 }
 

@@ -15,7 +15,7 @@ struct NaivePointerParams {
   const char* k;
   const char* v;
   char* out;
-  float* scores;  // (B, N, T, S) float32
+  float* scores;                          // (B, N, T, S) float32
   int64_t q_batch_stride, q_head_stride;  // elements
   int64_t k_batch_stride, k_head_stride;
   int64_t v_batch_stride, v_head_stride;
