@@ -56,6 +56,9 @@ std::string Usage() {
 
 int main(int argc, char** argv) {
   using namespace attn::client;
+  // gRPC's own log lines (a failed TLS handshake, say) would come before the one-line error this
+  // client prints with what to fix; $GRPC_VERBOSITY set by the user still wins.
+  setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
   std::vector<std::string> args(argv + 1, argv + argc);
   // The subcommand is the first word that is not an option or the value of a common option.
   const std::vector<OptionSpec> common_specs = CommonSpecs();

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "client/npy.h"
 #include "server_process.h"
+#include "test_certificates.h"
 
 namespace attn::client {
 namespace {
@@ -483,6 +484,57 @@ TEST_F(ClientE2E, ReportRendersItsChartsInHeadlessChromium) {
   EXPECT_GT(CountColor(img, 0xd1242f), 200) << "second series colour not drawn; see " << png;
   // Mostly white page with dark text: a blank or error page has no near-black pixels.
   EXPECT_GT(CountColor(img, 0x1f2328), 500) << "no text on the page; see " << png;
+}
+
+// A cohort server (TLS, tokens) and the one-line errors a participant gets for each mistake:
+// plaintext against TLS, an untrusted certificate, no token; then the right flags work and an
+// error names the server's request id.
+TEST(ClientIdentity, EachMistakeGetsAOneLineErrorSayingWhatToFix) {
+  const std::string dir = ScratchDir() + "client_tls";
+  if (auto why = ::attn::testing::MakeTestCertificates(dir); !why.empty()) GTEST_SKIP() << why;
+  // alice's token is "alice-secret"; the file holds its SHA-256 only.
+  const std::string hash_cmd = "printf %s alice-secret | sha256sum | cut -d' ' -f1";
+  FILE* p = popen(hash_cmd.c_str(), "r");
+  char hex[80] = {};
+  ASSERT_NE(fgets(hex, sizeof(hex), p), nullptr);
+  pclose(p);
+  std::ofstream(dir + "/tokens.txt") << "alice " << std::string(hex, 64) << "\n";
+  ServerProcess server(
+      "tls", {"--tls_cert_file=" + dir + "/server.crt", "--tls_key_file=" + dir + "/server.key",
+              "--tokens_file=" + dir + "/tokens.txt"});
+  ASSERT_GT(server.port(), 0) << ReadTextFile(server.log());
+  const std::string target = absl::StrCat("--target=localhost:", server.port(), " --timeout=10");
+  const auto one_line = [](const ClientRun& r) { return r.err.find('\n') == r.err.size() - 1; };
+
+  ClientRun plain = Client(target + " info");
+  EXPECT_EQ(plain.rc, 1);
+  EXPECT_NE(plain.err.find("does it speak TLS? (check --target; for a TLS server add --tls or "
+                           "--tls_ca_file=CA.pem)"),
+            std::string::npos)
+      << plain.err;
+  EXPECT_TRUE(one_line(plain)) << plain.err;
+
+  ClientRun untrusted = Client(target + " --tls info");
+  EXPECT_EQ(untrusted.rc, 1);
+  EXPECT_NE(untrusted.err.find("the TLS handshake failed: give the CA that signed the server's "
+                               "certificate with --tls_ca_file"),
+            std::string::npos)
+      << untrusted.err;
+  EXPECT_TRUE(one_line(untrusted)) << untrusted.err;
+
+  const std::string tls = target + " --tls_ca_file=" + dir + "/ca.crt";
+  ClientRun no_token = Client(tls + " info");
+  EXPECT_EQ(no_token.rc, 1);
+  EXPECT_NE(no_token.err.find("UNAUTHENTICATED: no token"), std::string::npos) << no_token.err;
+  EXPECT_NE(no_token.err.find(", request "), std::string::npos) << no_token.err;
+  EXPECT_TRUE(one_line(no_token)) << no_token.err;
+
+  setenv("ATTN_TOKEN", "alice-secret", 1);
+  ClientRun ok = Client(tls + " info");
+  unsetenv("ATTN_TOKEN");
+  EXPECT_EQ(ok.rc, 0) << ok.err;
+  ClientRun flag = Client(tls + " --token=alice-secret info");
+  EXPECT_EQ(flag.rc, 0) << flag.err;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "server/server.h"
 #include "server/server_helpers.h"
 #include "server_process.h"
+#include "test_certificates.h"
 
 namespace attn::server {
 namespace {
@@ -306,35 +307,28 @@ TEST(ParticipantQuotas, StateStaysBoundedUnderManyKeysAndCalls) {
 
 // --- TLS ---------------------------------------------------------------------------------
 
-// A test CA and a server certificate for 127.0.0.1 and localhost, made with the openssl CLI.
-bool MakeCertificates(const std::string& dir) {
-  const std::string cmd = absl::StrCat(
-      "cd ", dir, " && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=attn-test-ca ",
-      "-keyout ca.key -out ca.crt 2>/dev/null && ",
-      "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr "
-      "2>/dev/null && ",
-      "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext && ",
-      "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 ",
-      "-extfile san.ext -out server.crt 2>/dev/null && ",
-      "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr "
-      "2>/dev/null && ",
-      "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out "
-      "client.crt 2>/dev/null");
-  return std::system(cmd.c_str()) == 0;
-}
-
 std::string Read(const std::string& path) { return ::attn::testing::ReadTextFile(path); }
 
-TEST(Tls, ARoundTripWithTheCohortCaAndAPlaintextClientRefused) {
-  const std::string dir = ScratchDir() + "tls";
-  mkdir(dir.c_str(), 0700);
-  if (std::system("command -v openssl >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "openssl not installed (scripts/deps.sh --test installs it)";
+// A test CA and certificates in a folder of the test's own (openssl CLI; skips without it).
+class Tls : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ScratchDir() + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    if (auto why = ::attn::testing::MakeTestCertificates(dir_); !why.empty()) GTEST_SKIP() << why;
   }
-  ASSERT_TRUE(MakeCertificates(dir));
-  ServerOptions o = CpuOptions();
-  o.tls_cert_file = dir + "/server.crt";
-  o.tls_key_file = dir + "/server.key";
+  // Server options for TLS with those certificates.
+  ServerOptions TlsOptions() const {
+    ServerOptions o = CpuOptions();
+    o.tls_cert_file = dir_ + "/server.crt";
+    o.tls_key_file = dir_ + "/server.key";
+    return o;
+  }
+  std::string dir_;
+};
+
+TEST_F(Tls, ARoundTripWithTheCohortCaAndAPlaintextClientRefused) {
+  const std::string dir = dir_;
+  ServerOptions o = TlsOptions();
   o.health_address = "127.0.0.1:0";
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -365,16 +359,9 @@ TEST(Tls, ARoundTripWithTheCohortCaAndAPlaintextClientRefused) {
   EXPECT_TRUE(health->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5)));
 }
 
-TEST(Tls, ClientCertificatesWhenTheServerAsksForThem) {
-  const std::string dir = ScratchDir() + "mtls";
-  mkdir(dir.c_str(), 0700);
-  if (std::system("command -v openssl >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "openssl not installed (scripts/deps.sh --test installs it)";
-  }
-  ASSERT_TRUE(MakeCertificates(dir));
-  ServerOptions o = CpuOptions();
-  o.tls_cert_file = dir + "/server.crt";
-  o.tls_key_file = dir + "/server.key";
+TEST_F(Tls, ClientCertificatesWhenTheServerAsksForThem) {
+  const std::string dir = dir_;
+  ServerOptions o = TlsOptions();
   o.tls_client_ca_file = dir + "/ca.crt";
   auto server = Server::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
