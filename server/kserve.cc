@@ -91,7 +91,8 @@ absl::Status ReadParameters(const inference::ModelInferRequest& request, const M
         return Invalid("%s: must be a double (0: 1/sqrt(head dim))", field);
       }
       if (!std::isfinite(scale) || scale < 0) {
-        return Invalid("%s: must be finite and > 0, or 0 for 1/sqrt(head dim); got %g", field, scale);
+        return Invalid("%s: must be finite and > 0, or 0 for 1/sqrt(head dim); got %g", field,
+                       scale);
       }
       attend->set_scale(scale);
     } else if (key == "backend") {
@@ -99,8 +100,9 @@ absl::Status ReadParameters(const inference::ModelInferRequest& request, const M
         return Invalid("%s: must be a string (a backend name, or \"auto\")", field);
       }
       if (!model.backend.empty() && value.string_param() != model.backend) {
-        return Invalid("%s: model '%s' runs backend %s, got '%s'; use model '%s' to choose per request",
-                       field, model.name, model.backend, value.string_param(), kModelPrefix);
+        return Invalid(
+            "%s: model '%s' runs backend %s, got '%s'; use model '%s' to choose per request", field,
+            model.name, model.backend, value.string_param(), kModelPrefix);
       }
       if (auto s = ValidateBackendName(value.string_param(), field); !s.ok()) return s;
       attend->set_backend(value.string_param());
@@ -161,14 +163,16 @@ absl::StatusOr<v1::AttendRequest> AttendFromInfer(const inference::ModelInferReq
     }
     const int slot = static_cast<int>(known - std::begin(kInputs));
     if (tensors[slot] != nullptr) {
-      return Invalid("inputs[%d].name: input %s is given twice (also inputs[%d])", i, input.name(), index[slot]);
+      return Invalid("inputs[%d].name: input %s is given twice (also inputs[%d])", i, input.name(),
+                     index[slot]);
     }
     tensors[slot] = &input;
     index[slot] = i;
     if (!input.parameters().empty()) {
-      return Invalid("inputs[%d].parameters (%s): attn takes no tensor parameters (no shared "
-                     "memory); got '%s'",
-                     i, input.name(), input.parameters().begin()->first);
+      return Invalid(
+          "inputs[%d].parameters (%s): attn takes no tensor parameters (no shared "
+          "memory); got '%s'",
+          i, input.name(), input.parameters().begin()->first);
     }
     if (FindDatatype(input.datatype()) == nullptr) {
       return Invalid("inputs[%d].datatype (%s): must be FP32, FP16 or BF16, got '%s'", i,
@@ -190,14 +194,16 @@ absl::StatusOr<v1::AttendRequest> AttendFromInfer(const inference::ModelInferReq
   const auto& v = *tensors[2];
   for (int slot : {1, 2}) {
     if (tensors[slot]->datatype() != q.datatype()) {
-      return Invalid("inputs[%d].datatype (%s): %s differs from Q's %s; Q, K and V share one datatype",
-                     index[slot], kInputs[slot], tensors[slot]->datatype(), q.datatype());
+      return Invalid(
+          "inputs[%d].datatype (%s): %s differs from Q's %s; Q, K and V share one datatype",
+          index[slot], kInputs[slot], tensors[slot]->datatype(), q.datatype());
     }
   }
   if (k.shape(0) != q.shape(0) || k.shape(3) != q.shape(3)) {
-    return Invalid("inputs[%d].shape (K): %s must have Q's batch (%d) and head dim (%d): [B, S, K, H] "
-                   "beside Q's [B, T, N, H] %s",
-                   index[1], ShapeString(k.shape()), q.shape(0), q.shape(3), ShapeString(q.shape()));
+    return Invalid(
+        "inputs[%d].shape (K): %s must have Q's batch (%d) and head dim (%d): [B, S, K, H] "
+        "beside Q's [B, T, N, H] %s",
+        index[1], ShapeString(k.shape()), q.shape(0), q.shape(3), ShapeString(q.shape()));
   }
   if (!std::equal(v.shape().begin(), v.shape().end(), k.shape().begin())) {
     return Invalid("inputs[%d].shape (V): %s must equal K's %s", index[2], ShapeString(v.shape()),
@@ -213,7 +219,8 @@ absl::StatusOr<v1::AttendRequest> AttendFromInfer(const inference::ModelInferReq
   shape->set_num_kv_heads(k.shape(2));
   attend.set_dtype(type.dtype);
   // The engine's own rules on the problem (GQA's head ratio, sizes), under the inputs' names.
-  if (auto p = ProblemFromProto(attend.shape(), attend.dtype(), attend.causal(), attend.scale(), "");
+  if (auto p =
+          ProblemFromProto(attend.shape(), attend.dtype(), attend.causal(), attend.scale(), "");
       !p.ok()) {
     return Invalid("inputs (Q %s, K %s): %s", ShapeString(q.shape()), ShapeString(k.shape()),
                    p.status().message());
@@ -221,38 +228,44 @@ absl::StatusOr<v1::AttendRequest> AttendFromInfer(const inference::ModelInferReq
   // The data: raw_input_contents for every input, or each input's typed contents (FP32 only).
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != 3) {
-    return Invalid("raw_input_contents: %d entries for 3 inputs; give one per input, in the order of inputs",
-                   request.raw_input_contents_size());
+    return Invalid(
+        "raw_input_contents: %d entries for 3 inputs; give one per input, in the order of inputs",
+        request.raw_input_contents_size());
   }
-  std::string* dst[3] = {attend.mutable_tensors()->mutable_q(), attend.mutable_tensors()->mutable_k(),
+  std::string* dst[3] = {attend.mutable_tensors()->mutable_q(),
+                         attend.mutable_tensors()->mutable_k(),
                          attend.mutable_tensors()->mutable_v()};
   for (int slot = 0; slot < 3; ++slot) {
     const auto& input = *tensors[slot];
     const int i = index[slot];
     int64_t elements = 0;
     if (!Elements(input.shape(), &elements) || elements > (int64_t{1} << 40)) {
-      return Invalid("inputs[%d].shape (%s): %s is too large", i, input.name(), ShapeString(input.shape()));
+      return Invalid("inputs[%d].shape (%s): %s is too large", i, input.name(),
+                     ShapeString(input.shape()));
     }
     if (raw) {
       if (input.has_contents()) {
-        return Invalid("inputs[%d].contents (%s): set with raw_input_contents; use one or the other "
-                       "for all inputs",
-                       i, input.name());
+        return Invalid(
+            "inputs[%d].contents (%s): set with raw_input_contents; use one or the other "
+            "for all inputs",
+            i, input.name());
       }
       const std::string& bytes = request.raw_input_contents(i);
       if (static_cast<int64_t>(bytes.size()) != elements * type.size) {
-        return Invalid("raw_input_contents[%d] (%s): %d bytes, expected %d (shape %s = %d elements "
-                       "of %s, %d bytes each)",
-                       i, input.name(), bytes.size(), elements * type.size,
-                       ShapeString(input.shape()), elements, type.name, type.size);
+        return Invalid(
+            "raw_input_contents[%d] (%s): %d bytes, expected %d (shape %s = %d elements "
+            "of %s, %d bytes each)",
+            i, input.name(), bytes.size(), elements * type.size, ShapeString(input.shape()),
+            elements, type.name, type.size);
       }
       *dst[slot] = bytes;
       continue;
     }
     if (type.dtype != v1::FLOAT32) {
-      return Invalid("raw_input_contents: %s tensors travel as raw bytes (the protocol has no typed "
-                     "contents for them); input %s has none",
-                     type.name, input.name());
+      return Invalid(
+          "raw_input_contents: %s tensors travel as raw bytes (the protocol has no typed "
+          "contents for them); input %s has none",
+          type.name, input.name());
     }
     const auto& values = input.contents().fp32_contents();
     if (values.size() != elements) {
@@ -265,7 +278,8 @@ absl::StatusOr<v1::AttendRequest> AttendFromInfer(const inference::ModelInferReq
   for (int i = 0; i < request.outputs_size(); ++i) {
     const auto& output = request.outputs(i);
     if (output.name() != kOutput) {
-      return Invalid("outputs[%d].name: unknown output '%s'; model '%s' has O", i, output.name(), model.name);
+      return Invalid("outputs[%d].name: unknown output '%s'; model '%s' has O", i, output.name(),
+                     model.name);
     }
     if (!output.parameters().empty()) {
       return Invalid("outputs[%d].parameters (O): attn takes no output parameters; got '%s'", i,

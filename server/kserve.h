@@ -43,12 +43,13 @@ absl::StatusOr<Model> FindModel(const std::string& name, const std::string& vers
 
 // The Attend a ModelInfer asks for. InvalidArgument names the OIP field and the rule
 // ("inputs[1].shape (K): ...", "raw_input_contents[2] (V): ...", "parameters.scale: ...").
-absl::StatusOr<attention::v1::AttendRequest> AttendFromInfer(const inference::ModelInferRequest& request,
-                                                             const Model& model);
+absl::StatusOr<attention::v1::AttendRequest> AttendFromInfer(
+    const inference::ModelInferRequest& request, const Model& model);
 
 // The ModelInfer reply for `request` from the Attend that ran it; `result`'s output is moved.
 void InferFromAttend(const inference::ModelInferRequest& request,
-                     const attention::v1::AttendRequest& attend, attention::v1::AttendResponse& result,
+                     const attention::v1::AttendRequest& attend,
+                     attention::v1::AttendResponse& result,
                      inference::ModelInferResponse* response);
 
 inference::ModelMetadataResponse Metadata(const Model& model);

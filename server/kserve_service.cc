@@ -44,7 +44,8 @@ bool InferenceService::Ready(const kserve::Model& model) const {
     const auto reference = AttentionProblem::SelfAttention(4, 128, 8, 64, dtype);
     for (const DeviceWorkers* device : attention_.devices_) {
       for (const auto& v : BackendRegistry::Default().Verdicts(reference, device->info())) {
-        if (v.support.ok() && (model.backend.empty() || model.backend == v.backend->name())) return true;
+        if (v.support.ok() && (model.backend.empty() || model.backend == v.backend->name()))
+          return true;
       }
     }
   }
@@ -103,9 +104,9 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
   });
 }
 
-grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
-                                                        const inference::ModelConfigRequest* request,
-                                                        inference::ModelConfigResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::ModelConfig(
+    grpc::CallbackServerContext* context, const inference::ModelConfigRequest* request,
+    inference::ModelConfigResponse* response) {
   return Control("ModelConfig", context, [&] {
     auto model = kserve::FindModel(request->name(), request->version());
     if (!model.ok()) return model.status();
@@ -135,7 +136,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   attention_.StartAttend(context, call, reactor->attend, converted, &reactor->result,
                          [reactor, request, response](const absl::Status& status) {
                            if (status.ok()) {
-                             kserve::InferFromAttend(*request, reactor->attend, reactor->result, response);
+                             kserve::InferFromAttend(*request, reactor->attend, reactor->result,
+                                                     response);
                            }
                            reactor->Finish(ToGrpcStatus(status));
                          });
