@@ -10,10 +10,10 @@
 #       [--token=TOKEN] [--ca_file=PEM] [-- PERF_ANALYZER_ARGS...]
 #
 # Defaults: localhost:50051, the codelab's shape B4 T128 N8 H64 (K and V as Q: S = T, K = N), in
-# the models' advertised datatype (BF16), all-zero inputs (perf_analyzer's random bytes would be
-# NaNs in BF16; the timing does not depend on the values); token $ATTN_TOKEN, CA $ATTN_TLS_CA_FILE
-# (TLS when set). Exits non-zero if any run fails, and perf_analyzer fails a run on any request
-# error.
+# the models' advertised datatype (BF16); token $ATTN_TOKEN, CA $ATTN_TLS_CA_FILE (TLS when set).
+# Inputs: two sets of normal(0, 1) values made here (perf_analyzer's own random bytes would hold
+# NaNs in BF16, and zeros are no test), cycled request by request. Exits non-zero if any run
+# fails; perf_analyzer fails a run on any request error.
 #
 # perf_analyzer: $ATTN_PERF_ANALYZER, else the binary inside the perf_analyzer package of
 # ${PYTHON:-python3}, else perf_analyzer on PATH. Its wheel needs glibc 2.38; on an older host set
@@ -56,13 +56,34 @@ run_pa() {
   fi
 }
 
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# perf_analyzer's input-data JSON: {"data": [{"Q": {"b64": ..., "shape": [...]}, ...}, ...]}, BF16
+# rounded to nearest even from float32. Plain Python, so any python3 makes it.
+python3 - "$shape" "$kv_shape" >"$tmp/inputs.json" <<'PY'
+import base64, json, random, struct, sys
+def bf16(values):
+    bits = struct.unpack(f"<{len(values)}I", struct.pack(f"<{len(values)}f", *values))
+    return struct.pack(f"<{len(bits)}H", *(((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF for b in bits))
+rng = random.Random(0)
+shapes = {"Q": sys.argv[1], "K": sys.argv[2], "V": sys.argv[2]}
+data = []
+for _ in range(2):
+    entry = {}
+    for name, text in shapes.items():
+        shape = [int(d) for d in text.split(",")]
+        n = 1
+        for d in shape:
+            n *= d
+        entry[name] = {"b64": base64.b64encode(bf16([rng.gauss(0, 1) for _ in range(n)])).decode(), "shape": shape}
+    data.append(entry)
+json.dump({"data": data}, sys.stdout)
+PY
 args=(-i grpc -u "$target" -m "$model" --shape "Q:$shape" --shape "K:$kv_shape" --shape "V:$kv_shape"
-      --input-data zero --measurement-interval "$window_ms")
+      --input-data "$tmp/inputs.json" --measurement-interval "$window_ms")
 [ -z "$token" ] || args+=(-H "authorization:Bearer $token")
 [ -z "$ca_file" ] || args+=(--ssl-grpc-use-ssl --ssl-grpc-root-certifications-file "$ca_file")
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 rm -f "$out"
 IFS=, read -ra levels <<<"$concurrency"
 for c in "${levels[@]}"; do
