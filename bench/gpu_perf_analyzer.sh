@@ -4,8 +4,8 @@
 # attn-load (attention.v1 Attend, one channel per client) and by perf_analyzer (the Open Inference
 # Protocol's ModelInfer on model `attention`, bench/perf_analyzer.sh), then attn's own histograms
 # of both RPCs from /metrics. The server's participant quotas are raised so that one load
-# generator may hold 32 calls: perf_analyzer's threads share one connection, one client key to
-# attn's fair queue.
+# generator may hold 32 calls whatever the client key: perf_analyzer's threads share a few
+# connections, and attn's fair queue keys calls by connection without tokens.
 #
 #   bash bench/gpu_perf_analyzer.sh        with carry [".gpu", ".whl-pa"]
 #

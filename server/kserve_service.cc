@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "attn/registry.h"
-#include "server/status_map.h"
+#include "proto/status.h"
 
 namespace attn::server {
 namespace {

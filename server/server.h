@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "attn/device.h"
-#include "server/metrics.h"
 #include "server/kserve_service.h"
+#include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/service.h"
 
