@@ -15,7 +15,9 @@ set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv
-python3 -m venv /tmp/pa-venv && /tmp/pa-venv/bin/pip install -q --no-index --find-links "${WHEELS:-.whl-pa}" perf-analyzer
+# perf_analyzer is one binary in its wheel: unpacked with zipfile, so no pip or venv is needed there.
+python3 -c 'import glob, sys, zipfile; zipfile.ZipFile(glob.glob(sys.argv[1] + "/perf_analyzer-*.whl")[0]).extractall("/tmp/pa")' "${WHEELS:-.whl-pa}"
+chmod +x /tmp/pa/perf_analyzer/bin/perf_analyzer
 echo "== attn-server on the GPU"
 .gpu/run attn-server --listen_address=127.0.0.1:50051 --metrics_address=127.0.0.1:9464 \
   --participant_max_inflight=64 --participant_max_queued=64 --participant_device_seconds=3600 \
@@ -28,7 +30,7 @@ for c in 1 8 32; do
   .gpu/run attn-load --shape=4,128,8,64 --dtype=bfloat16 --clients=$c --calls=$((4000 / c + 500))
 done
 echo "== perf_analyzer: ModelInfer on attention, same shape"
-PYTHON=/tmp/pa-venv/bin/python bash bench/perf_analyzer.sh --target=127.0.0.1:50051 \
+ATTN_PERF_ANALYZER=/tmp/pa/perf_analyzer/bin/perf_analyzer bash bench/perf_analyzer.sh --target=127.0.0.1:50051 \
   --concurrency=1,8,32 --window_ms=3000 --out="$out/perf_analyzer.csv" > "$out/perf_analyzer.log" 2>&1
 echo "exit $?"
 grep -E '^(Request concurrency|  Client:|    (Request count|Throughput|Avg latency|p50|p99))' "$out/perf_analyzer.log"
