@@ -50,6 +50,13 @@ grep -vE '^PASS ' "$build/deploy-check.log" || true
 echo "== attn_client (client/python/test.sh)"
 python_rc=0
 client/python/test.sh "$build/server/attn-server" "$build" || python_rc=$?
+
+# The Open Inference Protocol facade (tests/kserve/test.sh): tritonclient and perf_analyzer, pinned,
+# in a fresh venv under $build, against this attn-server.
+echo "== KServe v2 / Triton clients (tests/kserve/test.sh)"
+kserve_rc=0
+tests/kserve/test.sh "$build/server/attn-server" "$build" || kserve_rc=$?
 [ "$rc" -ne 0 ] || rc=$deploy_rc
 [ "$rc" -ne 0 ] || rc=$python_rc
+[ "$rc" -ne 0 ] || rc=$kserve_rc
 exit $rc

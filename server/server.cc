@@ -297,6 +297,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   const bool serving = config.not_serving_reason.empty();
   server->service_ =
       std::make_unique<AttentionService>(std::move(config), devices, *server->metrics_);
+  server->inference_ = std::make_unique<InferenceService>(*server->service_);
 
   grpc::EnableDefaultHealthCheckService(true);
   // The health-only port, built before reflection's plugin is registered (it joins every
@@ -316,6 +317,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->inference_.get());
   // Room for a request at max_request_bytes plus its protobuf framing.
   const int64_t max_message = options.limits.max_request_bytes + (int64_t{1} << 20);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
@@ -400,6 +402,7 @@ Server::~Server() {
   // endpoint samples.
   grpc_.reset();
   health_grpc_.reset();
+  inference_.reset();
   service_.reset();
   metrics_.reset();
   devices_.clear();

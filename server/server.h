@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "attn/device.h"
+#include "server/kserve_service.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/service.h"
@@ -98,6 +99,7 @@ class Server {
   std::vector<std::unique_ptr<DeviceWorkers>> devices_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<AttentionService> service_;
+  std::unique_ptr<InferenceService> inference_;  // the Open Inference Protocol facade on service_
   std::unique_ptr<TokenRegistry> tokens_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<grpc::Server> health_grpc_;  // --health_address

@@ -19,10 +19,6 @@ namespace {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Trailing metadata of every reply: the id in the server's log line for this request, so a
-// participant can report a failure precisely.
-constexpr const char* kRequestIdKey = "x-request-id";
-
 // An Attend's reactor: finishes once; a cancel (the client's, or its deadline) stops the work.
 class AttendReactor final : public grpc::ServerUnaryReactor {
  public:
@@ -649,49 +645,44 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
   auto call = NewCall("Attend", context, request->client_id());
   call->small_request = request->ByteSizeLong() <= 64 * 1024;
   auto* reactor = new AttendReactor(call);
+  StartAttend(context, call, *request, absl::OkStatus(), response,
+              [reactor](const absl::Status& status) { reactor->Finish(ToGrpcStatus(status)); });
+  return reactor;
+}
+
+void AttentionService::StartAttend(grpc::CallbackServerContext* context, std::shared_ptr<Call> call,
+                                   const v1::AttendRequest& attend, const absl::Status& converted,
+                                   v1::AttendResponse* response,
+                                   std::function<void(const absl::Status&)> reply) {
+  const v1::AttendRequest* request = &attend;
   context->AddTrailingMetadata(kRequestIdKey, absl::StrCat(call->id));
-  const auto finish = [this, reactor, call, response](const absl::Status& status) {
-    Reply(*call, [this, reactor, call, response, status] {
+  const auto finish = [this, call, response, reply = std::move(reply)](const absl::Status& status) {
+    Reply(*call, [this, call, response, reply, status] {
       response->mutable_timings()->set_queue_seconds(call->queue_s);
       response->mutable_timings()->set_device_seconds(call->device_s);
       response->mutable_timings()->set_total_seconds(Seconds(Clock::now() - call->accepted));
       Done(*call, status);
-      reactor->Finish(ToGrpcStatus(status));
+      reply(status);
     });
   };
   // Refused with `status` before running; `reason` labels attn_refusals_total.
   const auto refuse = [&](const char* reason, const absl::Status& status) {
     call->refusal = reason;
     finish(status);
-    return reactor;
   };
-  if (auto s = Identify(context, request->client_id(), *call); !s.ok()) {
-    finish(s);
-    return reactor;
-  }
-  if (auto s = Admit(); !s.ok()) {
-    finish(s);
-    return reactor;
-  }
+  if (auto s = Identify(context, request->client_id(), *call); !s.ok()) return finish(s);
+  if (auto s = Admit(); !s.ok()) return finish(s);
   // The participant's quotas first: a flood over them is refused at the least cost.
-  if (auto s = BeginQuota(*call, /*job=*/false); !s.ok()) {
-    finish(s);
-    return reactor;
-  }
+  if (auto s = BeginQuota(*call, /*job=*/false); !s.ok()) return finish(s);
+  if (!converted.ok()) return finish(converted);
   auto problem = ValidateAttend(*request, config_.limits);
-  if (!problem.ok()) {
-    finish(problem.status());
-    return reactor;
-  }
+  if (!problem.ok()) return finish(problem.status());
   call->shape = problem->ToString();
   DeviceWorkers* device = *PickDevice(-1);
   const std::string name =
       request->backend().empty() ? std::string(kAutoBackend) : request->backend();
   auto backend = BackendRegistry::Default().Resolve(name, *problem, device->info());
-  if (!backend.ok()) {
-    finish(backend.status());
-    return reactor;
-  }
+  if (!backend.ok()) return finish(backend.status());
   call->backend = (*backend)->name();
   const AttentionProblem p = *problem;
   const int64_t e = DTypeSize(p.dtype);
@@ -701,7 +692,7 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
   // participant's quotas, host memory (the request as received and the reply).
   const Throughputs& rates = device->throughputs();
   const Cost cost = CallCost(p, **backend, rates);
-  if (auto s = AdmitCall("Attend", p, **backend, cost, rates, config_.admission); !s.ok()) {
+  if (auto s = AdmitCall(call->rpc, p, **backend, cost, rates, config_.admission); !s.ok()) {
     return refuse("call_cost", s);
   }
   call->estimated_s = cost.seconds;
@@ -714,7 +705,7 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
             2 * qb + 2 * kvb, device->index(), device->arena_capacity())));
   }
   auto host = host_budget_.Reserve(
-      static_cast<int64_t>(request->ByteSizeLong()) + (request->omit_output() ? 0 : qb), "Attend");
+      static_cast<int64_t>(request->ByteSizeLong()) + (request->omit_output() ? 0 : qb), call->rpc);
   if (!host.ok()) return refuse("host_memory", host.status());
   call->host = *std::move(host);
   // The call on a worker: everything up to the reply, as one status.
@@ -788,7 +779,6 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
   if (auto s = device->Submit(std::move(task)); !s.ok()) {
     return refuse(absl::IsUnavailable(s) ? "queue_full" : "participant_queued", s);
   }
-  return reactor;
 }
 
 grpc::ServerWriteReactor<v1::RunBenchmarkEvent>* AttentionService::RunBenchmark(

@@ -46,6 +46,10 @@ struct ServiceConfig {
   double quota_refusal_delay_s = 0.05;
 };
 
+// Trailing metadata of every reply: the id in the server's log line for this request, so a
+// participant can report a failure precisely.
+inline constexpr const char* kRequestIdKey = "x-request-id";
+
 class BenchmarkJob;
 
 class AttentionService final : public attention::v1::AttentionService::CallbackService {
@@ -99,6 +103,18 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
 
  private:
   friend class BenchmarkJob;
+  friend class InferenceService;  // the Open Inference Protocol facade (server/kserve_service.h)
+
+  // One attention call on the path every protocol shares: identity, draining, the participant's
+  // quotas, validation, the backend, cost admission, the queue and the run. `converted` is a
+  // facade's own verdict on the request it converted into `request` (INVALID_ARGUMENT naming its
+  // field, NOT_FOUND for its model), reported where ValidateAttend's would be. `reply` runs once
+  // with the status the client gets, after the request's log line and metrics (Done) and the
+  // quota refusals' delay; `request` and `response` must live until then.
+  void StartAttend(grpc::CallbackServerContext* context, std::shared_ptr<Call> call,
+                   const attention::v1::AttendRequest& request, const absl::Status& converted,
+                   attention::v1::AttendResponse* response,
+                   std::function<void(const absl::Status&)> reply);
 
   std::shared_ptr<Call> NewCall(const char* rpc, grpc::CallbackServerContext* context,
                                 const std::string& client_id);

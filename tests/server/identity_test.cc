@@ -385,7 +385,7 @@ TEST_F(Tls, ClientCertificatesWhenTheServerAsksForThem) {
                   .ok());
 }
 
-TEST(Tls, BadFilesAreNamedAtStart) {
+TEST(TlsFlags, BadFilesAreNamedAtStart) {
   ServerOptions o = CpuOptions();
   o.tls_cert_file = ScratchDir() + "missing.crt";
   o.tls_key_file = ScratchDir() + "missing.key";

@@ -1,0 +1,147 @@
+#include "server/kserve_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "attn/registry.h"
+#include "proto/status.h"
+
+namespace attn::server {
+namespace {
+
+// A ModelInfer's reactor: holds the Attend it became and that Attend's reply until the call is
+// done; a cancel (the client's, or its deadline) stops the work, as for Attend.
+class InferReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit InferReactor(std::shared_ptr<AttentionService::Call> call) : call_(std::move(call)) {}
+  void OnCancel() override { AttentionService::OnCallCancelled(*call_); }
+  void OnDone() override { delete this; }
+
+  attention::v1::AttendRequest attend;
+  attention::v1::AttendResponse result;
+
+ private:
+  const std::shared_ptr<AttentionService::Call> call_;
+};
+
+}  // namespace
+
+template <typename Answer>
+grpc::ServerUnaryReactor* InferenceService::Control(const char* rpc,
+                                                    grpc::CallbackServerContext* context,
+                                                    Answer answer) {
+  auto call = attention_.NewCall(rpc, context, "");
+  auto* reactor = context->DefaultReactor();
+  context->AddTrailingMetadata(kRequestIdKey, absl::StrCat(call->id));
+  absl::Status status = attention_.Identify(context, "", *call);
+  if (status.ok()) status = answer();
+  attention_.Done(*call, status);
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+bool InferenceService::Ready(const kserve::Model& model) const {
+  if (!attention_.Admit().ok()) return false;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    const auto reference = AttentionProblem::SelfAttention(4, 128, 8, 64, dtype);
+    for (const DeviceWorkers* device : attention_.devices_) {
+      for (const auto& v : BackendRegistry::Default().Verdicts(reference, device->info())) {
+        if (v.support.ok() && (model.backend.empty() || model.backend == v.backend->name()))
+          return true;
+      }
+    }
+  }
+  return false;
+}
+
+grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
+                                                       const inference::ServerLiveRequest*,
+                                                       inference::ServerLiveResponse* response) {
+  return Control("ServerLive", context, [&] {
+    response->set_live(true);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* context,
+                                                        const inference::ServerReadyRequest*,
+                                                        inference::ServerReadyResponse* response) {
+  return Control("ServerReady", context, [&] {
+    response->set_ready(attention_.Admit().ok());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* context,
+                                                       const inference::ModelReadyRequest* request,
+                                                       inference::ModelReadyResponse* response) {
+  return Control("ModelReady", context, [&] {
+    auto model = kserve::FindModel(request->name(), request->version());
+    if (!model.ok()) return model.status();
+    response->set_ready(Ready(*model));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
+    grpc::CallbackServerContext* context, const inference::ServerMetadataRequest*,
+    inference::ServerMetadataResponse* response) {
+  return Control("ServerMetadata", context, [&] {
+    response->set_name("attn");
+    response->set_version(attention_.config_.version);
+    response->add_extensions("model_configuration");
+    response->add_extensions("parameters");
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
+    grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
+    inference::ModelMetadataResponse* response) {
+  return Control("ModelMetadata", context, [&] {
+    auto model = kserve::FindModel(request->name(), request->version());
+    if (!model.ok()) return model.status();
+    *response = kserve::Metadata(*model);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelConfig(
+    grpc::CallbackServerContext* context, const inference::ModelConfigRequest* request,
+    inference::ModelConfigResponse* response) {
+  return Control("ModelConfig", context, [&] {
+    auto model = kserve::FindModel(request->name(), request->version());
+    if (!model.ok()) return model.status();
+    *response->mutable_config() = kserve::Config(*model);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
+                                                       const inference::ModelInferRequest* request,
+                                                       inference::ModelInferResponse* response) {
+  auto call = attention_.NewCall("ModelInfer", context, "");
+  auto* reactor = new InferReactor(call);
+  // The conversion's verdict waits for identity and quotas, where Attend's validation would.
+  absl::Status converted;
+  auto model = kserve::FindModel(request->model_name(), request->model_version());
+  if (model.ok()) {
+    auto attend = kserve::AttendFromInfer(*request, *model);
+    if (attend.ok()) {
+      reactor->attend = *std::move(attend);
+    } else {
+      converted = attend.status();
+    }
+  } else {
+    converted = model.status();
+  }
+  attention_.StartAttend(context, call, reactor->attend, converted, &reactor->result,
+                         [reactor, request, response](const absl::Status& status) {
+                           if (status.ok()) {
+                             kserve::InferFromAttend(*request, reactor->attend, reactor->result,
+                                                     response);
+                           }
+                           reactor->Finish(ToGrpcStatus(status));
+                         });
+  return reactor;
+}
+
+}  // namespace attn::server
