@@ -34,7 +34,7 @@ ATTN_PERF_ANALYZER=/tmp/pa/perf_analyzer/bin/perf_analyzer bash bench/perf_analy
   --concurrency=1,8,32 --window_ms=3000 --out="$out/perf_analyzer.csv" > "$out/perf_analyzer.log" 2>&1
 echo "exit $?"
 grep -E '^(Request concurrency|  Client:|    (Request count|Throughput|Avg latency|p50|p99))' "$out/perf_analyzer.log"
-column -s, -t < "$out/perf_analyzer.csv"
+tr , "\t" < "$out/perf_analyzer.csv"
 echo "== attn's histograms (server side): requests by rpc, queue wait, device time"
 curl -s 127.0.0.1:9464/metrics > "$out/metrics.txt" || true
 grep -E '^attn_requests_total|^attn_request_duration_seconds_(sum|count)|^attn_queue_wait_seconds_(sum|count)|^attn_device_time_seconds_(sum|count)' "$out/metrics.txt"
