@@ -10,9 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "attention/v1/attention.grpc.pb.h"
+#include "client/connection.h"
 #include "engine/tools/flags_help.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "attn-server address");
@@ -89,26 +87,17 @@ int main(int argc, char** argv) {
     req.mutable_generated()->set_seed(1);
   }
   req.set_client_id(absl::GetFlag(FLAGS_client_id));
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca_file).empty()) {
-    grpc::SslCredentialsOptions ssl;
-    if (const std::string ca = absl::GetFlag(FLAGS_tls_ca_file); !ca.empty()) {
-      std::ifstream f(ca, std::ios::binary);
-      std::stringstream pem;
-      pem << f.rdbuf();
-      if (!f || pem.str().find("-----BEGIN CERTIFICATE") == std::string::npos) {
-        std::fprintf(stderr, "attn-load: --tls_ca_file: '%s' is not a readable PEM certificate\n",
-                     ca.c_str());
-        return 2;
-      }
-      ssl.pem_root_certs = pem.str();
-    }
-    credentials = grpc::SslCredentials(ssl);
+  // The target, TLS and token as attn-client takes them (client/connection.h).
+  auto target = attn::client::ParseTarget(absl::GetFlag(FLAGS_target));
+  absl::Status security =
+      target.ok()
+          ? attn::client::SetSecurity(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_tls_ca_file),
+                                      absl::GetFlag(FLAGS_token), *target)
+          : target.status();
+  if (!security.ok()) {
+    std::fprintf(stderr, "attn-load: %s\n", std::string(security.message()).c_str());
+    return 2;
   }
-  const char* env_token = std::getenv("ATTN_TOKEN");
-  const std::string token = !absl::GetFlag(FLAGS_token).empty() ? absl::GetFlag(FLAGS_token)
-                            : env_token != nullptr              ? env_token
-                                                                : "";
   const int clients = absl::GetFlag(FLAGS_clients), calls = absl::GetFlag(FLAGS_calls);
   std::vector<std::vector<double>> e2e(clients), device(clients), total(clients);
   std::vector<int> errors(clients, 0);
@@ -116,14 +105,9 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
-      grpc::ChannelArguments args;
-      args.SetMaxReceiveMessageSize(-1);
-      args.SetInt("attn.client", c);  // one connection per client
-      auto stub = v1::AttentionService::NewStub(
-          grpc::CreateCustomChannel(absl::GetFlag(FLAGS_target), credentials, args));
+      auto stub = v1::AttentionService::NewStub(attn::client::MakeChannel(*target, c + 1));
       for (int i = 0; i < calls + 20; ++i) {
         grpc::ClientContext ctx;
-        if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
         v1::AttendResponse resp;
         const auto a = std::chrono::steady_clock::now();
         const grpc::Status s = stub->Attend(&ctx, req, &resp);

@@ -4,7 +4,10 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -131,8 +134,9 @@ class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFac
 
 }  // namespace
 
-std::shared_ptr<grpc::Channel> MakeChannel(const Target& target) {
+std::shared_ptr<grpc::Channel> MakeChannel(const Target& target, int connection) {
   grpc::ChannelArguments args;
+  if (connection > 0) args.SetInt("attn.connection", connection);
   args.SetServiceConfigJSON(R"({"loadBalancingConfig": [{"round_robin": {}}]})");
   args.SetMaxReceiveMessageSize(-1);  // the server enforces its own limit on outputs
   args.SetMaxSendMessageSize(-1);
@@ -147,6 +151,24 @@ std::shared_ptr<grpc::Channel> MakeChannel(const Target& target) {
     interceptors.push_back(std::make_unique<BearerTokenFactory>(target.token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(target.uri, credentials, args,
                                                                  std::move(interceptors));
+}
+
+absl::Status SetSecurity(bool tls, const std::string& ca_file, const std::string& token,
+                         Target& target) {
+  target.tls = tls || !ca_file.empty();
+  if (!ca_file.empty()) {
+    std::ifstream f(ca_file, std::ios::binary);
+    std::stringstream pem;
+    pem << f.rdbuf();
+    if (!f || pem.str().find("-----BEGIN CERTIFICATE") == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_ca_file: '", ca_file, "' is not a readable PEM certificate"));
+    }
+    target.tls_ca_pem = pem.str();
+  }
+  const char* env = std::getenv("ATTN_TOKEN");
+  target.token = !token.empty() ? token : env != nullptr ? env : "";
+  return absl::OkStatus();
 }
 
 std::string DescribeRpcError(const grpc::Status& status, const std::string& peer,

@@ -30,7 +30,14 @@ struct Target {
 // static list); one host:port is left to gRPC's resolver.
 absl::StatusOr<Target> ParseTarget(const std::string& spec);
 
-std::shared_ptr<grpc::Channel> MakeChannel(const Target& target);
+// A channel to `target` speaking its TLS and sending its token; `connection` > 0 gives a channel
+// a connection of its own (attn-load's clients), 0 lets gRPC share one.
+std::shared_ptr<grpc::Channel> MakeChannel(const Target& target, int connection = 0);
+
+// The security of --tls, --tls_ca_file and --token (default $ATTN_TOKEN) into `target`; a CA file
+// that is not a readable PEM certificate is InvalidArgument naming --tls_ca_file.
+absl::Status SetSecurity(bool tls, const std::string& ca_file, const std::string& token,
+                         Target& target);
 
 // A gRPC error as one line: "INVALID_ARGUMENT: shape.head_dim: must be ... (from
 // 10.0.0.1:50051, request 42)", with what to fix for a transport or identity failure (TLS on

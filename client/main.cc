@@ -2,8 +2,6 @@
 // the server. `attn-client --help` and `attn-client <subcommand> --help` list every option.
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -124,20 +122,11 @@ int main(int argc, char** argv) {
                 absl::StrCat("--format: expected table, csv or json; got '", common.format, "'"));
   }
   common.client_id = parsed->Get("client_id");
-  common.target.tls = parsed->GetBool("tls") || !parsed->Get("tls_ca_file").empty();
-  if (const std::string ca = parsed->Get("tls_ca_file"); !ca.empty()) {
-    std::ifstream f(ca, std::ios::binary);
-    std::stringstream pem;
-    pem << f.rdbuf();
-    if (!f || pem.str().find("-----BEGIN CERTIFICATE") == std::string::npos) {
-      return Fail(kExitUsage,
-                  absl::StrCat("--tls_ca_file: '", ca, "' is not a readable PEM certificate"));
-    }
-    common.target.tls_ca_pem = pem.str();
+  if (auto s = SetSecurity(parsed->GetBool("tls"), parsed->Get("tls_ca_file"), parsed->Get("token"),
+                           common.target);
+      !s.ok()) {
+    return Fail(kExitUsage, std::string(s.message()));
   }
-  const char* env_token = std::getenv("ATTN_TOKEN");
-  common.target.token =
-      parsed->Has("token") ? parsed->Get("token") : (env_token != nullptr ? env_token : "");
   if (name == "info") return RunInfo(common, *parsed);
   if (name == "health") return RunHealth(common, *parsed);
   if (name == "attend") return RunAttend(common, *parsed);

@@ -95,8 +95,6 @@ class HostBudget {
   explicit HostBudget(int64_t capacity) : capacity_(capacity) {}
   // Takes `bytes` for `what`, or RESOURCE_EXHAUSTED naming the need, what is in use and the flag.
   absl::StatusOr<Reservation> Reserve(int64_t bytes, const std::string& what);
-  int64_t in_use() const { return in_use_.load(); }
-  int64_t capacity() const { return capacity_; }
 
  private:
   const int64_t capacity_;

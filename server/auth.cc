@@ -77,8 +77,6 @@ absl::Status SetLimit(ParticipantLimits& l, absl::string_view key, absl::string_
 
 }  // namespace
 
-const char* RoleName(Role role) { return role == Role::kAdmin ? "admin" : "participant"; }
-
 std::array<uint8_t, 32> Sha256(absl::string_view data) {
   std::array<uint8_t, 32> out{};
   SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data());
@@ -175,14 +173,8 @@ absl::Status TokenRegistry::Reload(bool at_start) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     participants_ = std::move(list);
-    for (const auto& p : *participants_) {
-      if (std::find(names_seen_.begin(), names_seen_.end(), p->name) == names_seen_.end()) {
-        names_seen_.push_back(p->name);
-      }
-    }
     last_text_ = text;
   }
-  ++generation_;
   Log(spdlog::level::info, at_start ? "tokens file loaded" : "tokens file changed; reloaded",
       {{"path", path_}, {"participants", absl::StrFormat("%d", participants_->size())}});
   return absl::OkStatus();
@@ -230,11 +222,6 @@ absl::StatusOr<std::shared_ptr<const Participant>> TokenRegistry::Authenticate(
         "workshop host whether it was rotated)");
   }
   return found;
-}
-
-std::vector<std::string> TokenRegistry::Names() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return names_seen_;
 }
 
 }  // namespace attn::server

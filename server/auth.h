@@ -35,7 +35,6 @@ struct ParticipantLimits {
 };
 
 enum class Role { kParticipant, kAdmin };
-const char* RoleName(Role role);
 
 struct Participant {
   std::string name;
@@ -67,11 +66,6 @@ class TokenRegistry {
   absl::StatusOr<std::shared_ptr<const Participant>> Authenticate(
       absl::string_view authorization) const;
 
-  // Every name the file has held since start-up (the bound of the metrics' participant label).
-  std::vector<std::string> Names() const;
-  // How many times a changed file was taken (1 after Open).
-  int64_t generation() const { return generation_.load(); }
-
  private:
   TokenRegistry() = default;
   absl::Status Reload(bool at_start);
@@ -81,9 +75,7 @@ class TokenRegistry {
   ParticipantLimits defaults_;
   mutable std::mutex mu_;
   std::shared_ptr<const std::vector<std::shared_ptr<const Participant>>> participants_;
-  std::vector<std::string> names_seen_;
   std::string last_text_;
-  std::atomic<int64_t> generation_{0};
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

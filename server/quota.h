@@ -50,7 +50,6 @@ class ParticipantQuotas {
 
   // Participants with state now (calls in flight or device time in the window): bounded.
   size_t tracked() const;
-  double window_seconds() const { return window_; }
 
  private:
   // Device time is kept in kBuckets buckets of window / kBuckets seconds, so a participant's

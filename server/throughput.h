@@ -24,7 +24,6 @@ class Throughputs {
   // FLOP/s of `backend` on `dtype` (float16 as bfloat16); for a pair not measured, the slowest
   // rate measured on this device, so an unknown stays conservative.
   double FlopsPerSecond(const std::string& backend, DType dtype) const;
-  double copy_bytes_per_second() const { return copy_bytes_per_second_; }
   double host_reference_flops_per_second() const { return host_reference_; }
 
   // Estimated device seconds of one call: its FLOPs at the backend's rate or its fewest bytes at
