@@ -275,12 +275,14 @@ def test_tokens_guard_every_oip_rpc(token_server):
     assert token_server.metric("attn_participant_requests_total", participant="alice", rpc="ModelInfer", code="OK") == 1
 
 
-def perf_analyzer(server, tmp_path, *flags):
+def perf_analyzer(server, tmp_path, *flags, check=True):
     out = tmp_path / "perf.csv"
     run = subprocess.run([str(REPO / "bench" / "perf_analyzer.sh"), f"--target={server.address}",
-                          "--shape=1,16,2,16", "--window_ms=1000", f"--out={out}", *flags,
+                          "--shape=1,16,2,16", f"--out={out}", *flags,
                           "--", "--stability-percentage=100", "--max-trials=5"],
                          capture_output=True, text=True, timeout=300)
+    if not check:
+        return run
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     with open(out) as f:
         return list(csv.DictReader(f)), run.stdout
@@ -290,16 +292,36 @@ def test_perf_analyzer_sweeps_concurrency_without_errors(server, tmp_path):
     errors_before = sum(server.metric("attn_requests_total", rpc="ModelInfer", code=c)
                         for c in ("INVALID_ARGUMENT", "UNAVAILABLE", "RESOURCE_EXHAUSTED", "INTERNAL"))
     ok_before = server.metric("attn_requests_total", rpc="ModelInfer", code="OK")
-    rows, stdout = perf_analyzer(server, tmp_path, "--concurrency=1,2")
+    rows, stdout = perf_analyzer(server, tmp_path, "--concurrency=1,2", "--requests=300")
     assert [int(r["Concurrency"]) for r in rows] == [1, 2], stdout
     assert all(float(r["Inferences/Second"]) > 0 and float(r["p99 latency"]) > 0 for r in rows), rows
     assert "error" not in stdout.lower(), stdout
-    assert server.metric("attn_requests_total", rpc="ModelInfer", code="OK") > ok_before
+    # Exactly --requests a level (perf_analyzer --request-count), and each level's peak memory shown.
+    assert stdout.count("Request count: 300") == 2, stdout
+    peaks = [int(m) for m in re.findall(r"perf_analyzer: peak RSS ([0-9]+) MiB", stdout)]
+    assert len(peaks) == 2 and all(0 < p < 1024 for p in peaks), stdout
+    assert server.metric("attn_requests_total", rpc="ModelInfer", code="OK") >= ok_before + 600
     errors_after = sum(server.metric("attn_requests_total", rpc="ModelInfer", code=c)
                        for c in ("INVALID_ARGUMENT", "UNAVAILABLE", "RESOURCE_EXHAUSTED", "INTERNAL"))
     assert errors_after == errors_before
 
 
 def test_perf_analyzer_with_a_token(token_server, tmp_path):
-    rows, _ = perf_analyzer(token_server, tmp_path, "--concurrency=1", f"--token={TOKEN}", "--model=attention_cpu")
+    # Time windows (--requests=0), perf_analyzer's stabilising mode, with a token.
+    rows, _ = perf_analyzer(token_server, tmp_path, "--concurrency=1", f"--token={TOKEN}", "--model=attention_cpu",
+                            "--requests=0", "--window_ms=1000")
     assert len(rows) == 1 and float(rows[0]["Inferences/Second"]) > 0
+
+
+@pytest.mark.parametrize("guard, words", [
+    (["--max_rss_mib=1"], "its resident memory passed --max_rss_mib=1"),
+    (["--requests=0", "--window_ms=20000", "--timeout_s=2"], "it ran past --timeout_s=2"),
+])
+def test_perf_analyzer_guards_stop_a_run(server, tmp_path, guard, words):
+    """A level past its memory or time guard is killed and reported; the next level still runs."""
+    started = time.monotonic()
+    run = perf_analyzer(server, tmp_path, "--concurrency=1,2", *guard, check=False)
+    assert run.returncode == 1, run.stdout[-4000:] + run.stderr[-4000:]
+    assert run.stderr.count(f"perf_analyzer killed: {words}") == 2, run.stderr
+    assert "perf_analyzer failed at concurrency 1 2" in run.stderr, run.stderr
+    assert time.monotonic() - started < 30
