@@ -22,11 +22,12 @@ const Backend* Fused() { return BackendRegistry::Default().Find("fused"); }
     if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no fused backend"; \
   } while (0)
 
-// The tensor-core kernels this GPU can run for `dtype` and `head_dim`: mma.sync always, wgmma too
-// on compute capability 9.0 where the build has it. float32 has one kernel (nullopt: automatic).
+// The tensor-core kernels this GPU can run for `dtype` and `head_dim`: mma.sync and split-KV
+// always (split-KV takes any shape when forced), wgmma too on compute capability 9.0 where the
+// build has it. float32 has one kernel (nullopt: automatic).
 std::vector<std::optional<FusedPath>> PathsFor(DType dtype, int64_t head_dim) {
   if (dtype == DType::kFloat32) return {std::nullopt};
-  std::vector<std::optional<FusedPath>> paths = {FusedPath::kMmaSync};
+  std::vector<std::optional<FusedPath>> paths = {FusedPath::kMmaSync, FusedPath::kSplitKv};
   const DeviceInfo& d = SharedGpuContext()->info();
   if (FusedWgmmaBuilt(static_cast<int>(head_dim)) && d.cc_major == 9 && d.cc_minor == 0) {
     paths.push_back(FusedPath::kWgmma);
@@ -36,7 +37,15 @@ std::vector<std::optional<FusedPath>> PathsFor(DType dtype, int64_t head_dim) {
 
 std::string PathName(std::optional<FusedPath> path) {
   if (!path.has_value()) return "auto";
-  return *path == FusedPath::kWgmma ? "wgmma" : "mma_sync";
+  switch (*path) {
+    case FusedPath::kMmaSync:
+      return "mma_sync";
+    case FusedPath::kWgmma:
+      return "wgmma";
+    case FusedPath::kSplitKv:
+      return "split_kv";
+  }
+  return "?";
 }
 
 // Forces the fused backend onto one kernel for a scope.
@@ -86,21 +95,43 @@ TEST(FusedSupport, RefusesGridsBeyondCudasLimits) {
             "fused: batch (1) and num_heads (65536) must be <= 65535 (one grid dimension each)");
 }
 
-TEST(FusedWorkspace, IsZero) {
+TEST(FusedWorkspace, IsZeroButForSplitKvPartials) {
   ATTN_REQUIRE_FUSED();
   const auto p = AttentionProblem::SelfAttention(4, 8192, 16, 128, DType::kBFloat16, true);
   EXPECT_EQ(Fused()->WorkspaceBytes(p, SharedCpuContext()).value(), 0);
+  // MQA decode: B1 K1 is one block of 32 packed rows, fewer than any device's SMs, so the keys
+  // are split and each split's partial rows (H + 1 floats each) need room.
+  AttentionProblem decode{1, 1, 32768, 32, 1, 128, DType::kBFloat16, false, std::nullopt};
+  const int64_t bytes = Fused()->WorkspaceBytes(decode, SharedCpuContext()).value();
+  EXPECT_GT(bytes, 0);
+  EXPECT_EQ(bytes % (32 * (128 + 1) * 4), 0) << bytes;
+  // float32 never splits.
+  decode.dtype = DType::kFloat32;
+  EXPECT_EQ(Fused()->WorkspaceBytes(decode, SharedCpuContext()).value(), 0);
 }
 
 // The awkward sizes the other backends are held to (T in {1, 17, 127, 1000}, S != T, K in
 // {N, N/4, 1}), with H = 80 replaced by 96 (80 is not compiled: see TakesEveryDtype...), plus
 // long key sequences (many K/V tiles, S not a multiple of any tile).
 const Shape kShapes[] = {
-    {1, 1, 1, 4, 4, 32},       {2, 1, 127, 8, 2, 64},    {2, 17, 17, 8, 8, 96},
-    {1, 17, 1000, 8, 1, 128},  {2, 127, 127, 4, 1, 64},  {1, 127, 33, 8, 2, 256},
-    {1, 1000, 1000, 4, 4, 64}, {1, 1000, 127, 8, 2, 32}, {2, 64, 256, 8, 8, 128},
-    {1, 256, 1000, 4, 1, 96},  {1, 5, 2048, 2, 2, 64},   {1, 3, 13000, 2, 1, 32},
+    {1, 1, 1, 4, 4, 32},
+    {2, 1, 127, 8, 2, 64},
+    {2, 17, 17, 8, 8, 96},
+    {1, 17, 1000, 8, 1, 128},
+    {2, 127, 127, 4, 1, 64},
+    {1, 127, 33, 8, 2, 256},
+    {1, 1000, 1000, 4, 4, 64},
+    {1, 1000, 127, 8, 2, 32},
+    {2, 64, 256, 8, 8, 128},
+    {1, 256, 1000, 4, 1, 96},
+    {1, 5, 2048, 2, 2, 64},
+    {1, 3, 13000, 2, 1, 32},
     {1, 300, 300, 2, 1, 256},
+    // Decode: a few queries against long keys, GQA groups packed into one block's rows.
+    {3, 1, 5000, 8, 2, 128},
+    {2, 16, 3000, 8, 2, 64},
+    {1, 4, 1500, 4, 4, 256},
+    {2, 2, 700, 6, 2, 96},
 };
 
 class FusedVersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {};
@@ -227,6 +258,31 @@ TEST(FusedBackend, PicksTheWgmmaKernelOnHopperWhereBuilt) {
   ASSERT_TRUE(automatic.ok());
   EXPECT_EQ(*automatic, *wgmma);
   EXPECT_NE(*automatic, *mma_sync) << "the two kernels gave identical bits: is wgmma running?";
+}
+
+TEST(FusedBackend, PicksSplitKvForShortQueries) {
+  ATTN_REQUIRE_GPU();
+  // Decode: T * group = 4 packed rows per K/V head. The kernels round differently, so the
+  // automatic choice shows itself in the output bits.
+  AttentionProblem p{2, 1, 4000, 16, 4, 128, DType::kBFloat16, false, std::nullopt};
+  Inputs in = RandomInputs(p, 38);
+  auto automatic = RunOnGpu(in, "fused");
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  std::optional<std::vector<double>> split, mma_sync;
+  {
+    ScopedPath scoped(FusedPath::kSplitKv);
+    auto out = RunOnGpu(in, "fused");
+    ASSERT_TRUE(out.ok());
+    split = *out;
+  }
+  {
+    ScopedPath scoped(FusedPath::kMmaSync);
+    auto out = RunOnGpu(in, "fused");
+    ASSERT_TRUE(out.ok());
+    mma_sync = *out;
+  }
+  EXPECT_EQ(*automatic, *split);
+  EXPECT_NE(*automatic, *mma_sync) << "identical bits: is the split-KV kernel running?";
 }
 
 TEST(FusedBackend, ReadsStridedKvWithoutCopies) {

@@ -5,6 +5,7 @@
 // device) into a compile-time instantiation.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -37,20 +38,77 @@ std::atomic<int>& PathOverride() {
     if (v == nullptr) return -1;
     if (std::strcmp(v, "mma_sync") == 0) return static_cast<int>(FusedPath::kMmaSync);
     if (std::strcmp(v, "wgmma") == 0) return static_cast<int>(FusedPath::kWgmma);
+    if (std::strcmp(v, "split_kv") == 0) return static_cast<int>(FusedPath::kSplitKv);
     return -1;
   }());
   return forced;
 }
 
-FusedPath PathFor(int64_t head_dim, const DeviceInfo& device) {
-  const bool wgmma =
-      FusedWgmmaBuilt(static_cast<int>(head_dim)) && device.cc_major == 9 && device.cc_minor == 0;
-  const int forced = PathOverride().load(std::memory_order_relaxed);
-  if (forced == static_cast<int>(FusedPath::kMmaSync) || !wgmma) return FusedPath::kMmaSync;
-  return FusedPath::kWgmma;
+constexpr int64_t kMaxGridYz = 65535;  // CUDA's limit on gridDim.y (heads) and gridDim.z (batch)
+
+// Packed (query, group) rows of one K/V head up to which short queries take the split-KV kernel:
+// its largest block (four 16-row slices). Decode (T = 1..16 with groups of up to 4) is in.
+constexpr int64_t kSplitKvMaxRows = 64;
+
+// How the split-KV kernel cuts `p` for `multiprocessors` SMs. Packed rows go in blocks of up to
+// 64; the keys (up to the last query when causal) in `splits` ranges of whole tiles, at least two
+// tiles each. Blocks of one launch do equal work, so the time goes as the number of waves
+// (ceil(blocks / resident slots)) times the tiles a block streams plus about one tile of its own
+// start and merge; the cheapest split wins, the fewest splits on a tie (less to merge).
+FusedSplitKv PlanSplitKv(const AttentionProblem& p, int multiprocessors) {
+  FusedSplitKv plan;
+  const int64_t rows = p.q_len * p.GroupSize();
+  plan.row_tiles = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+  plan.row_groups = static_cast<int>((rows + 16 * plan.row_tiles - 1) / (16 * plan.row_tiles));
+  plan.stages = SplitKvStages(static_cast<int>(p.head_dim), plan.row_tiles);
+  const int64_t kv_end = p.causal ? std::min(p.kv_len, p.q_len) : p.kv_len;
+  const int64_t tiles = (kv_end + kSplitKvTileKeys - 1) / kSplitKvTileKeys;
+  const int64_t blocks_per_split = p.batch * p.num_kv_heads * plan.row_groups;
+  const int64_t slots = std::max<int64_t>(
+      1, int64_t{multiprocessors} *
+             SplitKvBlocksPerSm(static_cast<int>(p.head_dim), plan.row_tiles, plan.stages));
+  int64_t best_cost = std::numeric_limits<int64_t>::max(), best_tiles = tiles;
+  const int64_t most_splits = std::clamp<int64_t>(tiles / 2, 1, kMaxGridYz);  // grid y
+  for (int64_t splits = 1; splits <= most_splits; ++splits) {
+    const int64_t per_split = (tiles + splits - 1) / splits;
+    const int64_t used = (tiles + per_split - 1) / per_split;  // splits that have keys
+    const int64_t waves = (blocks_per_split * used + slots - 1) / slots;
+    const int64_t cost = waves * (per_split + 1);
+    if (cost < best_cost) best_cost = cost, best_tiles = per_split;
+  }
+  plan.split_keys = static_cast<int>(best_tiles * kSplitKvTileKeys);
+  plan.splits = static_cast<int>((tiles + best_tiles - 1) / best_tiles);
+  return plan;
 }
 
-constexpr int64_t kMaxGridYz = 65535;  // CUDA's limit on gridDim.y (heads) and gridDim.z (batch)
+// The partial outputs and log2-sum-exps of `plan` (none for one split).
+int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& p) {
+  if (plan.splits <= 1) return 0;
+  const int64_t rows =
+      p.batch * p.num_kv_heads * plan.row_groups * plan.splits * 16 * plan.row_tiles;
+  return rows * (p.head_dim + 1) * static_cast<int64_t>(sizeof(float));
+}
+
+// Half precision only, and a grid x (K/V heads x row groups) within CUDA's 2^31 - 1.
+bool SplitKvFits(const AttentionProblem& p) {
+  const int64_t rows = p.q_len * p.GroupSize();
+  return p.dtype != DType::kFloat32 &&
+         p.num_kv_heads * ((rows + 63) / 64) <= std::numeric_limits<int>::max();
+}
+
+// The kernel `p` runs on: a forced path where it applies, else split-KV for short queries, else
+// wgmma on compute capability 9.0 where built, else mma.sync. (float32 has one kernel.)
+FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
+  const bool wgmma =
+      FusedWgmmaBuilt(static_cast<int>(p.head_dim)) && device.cc_major == 9 && device.cc_minor == 0;
+  const int forced = PathOverride().load(std::memory_order_relaxed);
+  if (forced == static_cast<int>(FusedPath::kSplitKv) && SplitKvFits(p)) return FusedPath::kSplitKv;
+  if (forced == static_cast<int>(FusedPath::kMmaSync)) return FusedPath::kMmaSync;
+  if (forced < 0 && SplitKvFits(p) && p.q_len * p.GroupSize() <= kSplitKvMaxRows) {
+    return FusedPath::kSplitKv;
+  }
+  return wgmma ? FusedPath::kWgmma : FusedPath::kMmaSync;
+}
 
 bool CompiledHeadDim(int64_t h) { return h == 32 || h == 64 || h == 96 || h == 128 || h == 256; }
 
@@ -67,16 +125,13 @@ absl::Status CheckHalfAlignment(const TensorView& t, const char* name) {
 }
 
 template <int kHeadDim>
-cudaError_t Launch(const FusedParams& params, DType dtype, FusedPath path, cudaStream_t stream) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return LaunchFusedFloat<kHeadDim>(params, stream);
-    case DType::kBFloat16:
-      return LaunchFusedHalf<kHeadDim>(params, FusedHalfType::kBFloat16, path, stream);
-    case DType::kFloat16:
-      return LaunchFusedHalf<kHeadDim>(params, FusedHalfType::kFloat16, path, stream);
-  }
-  return cudaErrorInvalidValue;
+cudaError_t Launch(const FusedParams& params, DType dtype, FusedPath path, const FusedSplitKv& plan,
+                   cudaStream_t stream) {
+  if (dtype == DType::kFloat32) return LaunchFusedFloat<kHeadDim>(params, stream);
+  const FusedHalfType type =
+      dtype == DType::kBFloat16 ? FusedHalfType::kBFloat16 : FusedHalfType::kFloat16;
+  if (path == FusedPath::kSplitKv) return LaunchFusedSplitKv<kHeadDim>(params, plan, type, stream);
+  return LaunchFusedHalf<kHeadDim>(params, type, path, stream);
 }
 
 class FusedBackend final : public Backend {
@@ -108,9 +163,11 @@ class FusedBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem&, DeviceContext&,
+  // Zero but for split-KV runs of more than one split (its partial outputs).
+  absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext& context,
                                          const RunOptions& = {}) const override {
-    return 0;
+    if (PathFor(p, context.info()) != FusedPath::kSplitKv) return 0;
+    return SplitKvWorkspaceBytes(PlanSplitKv(p, context.info().multiprocessors), p);
   }
 
   absl::Status Run(const RunArgs& args) const override {
@@ -151,27 +208,38 @@ class FusedBackend final : public Backend {
     fp.group = static_cast<int>(p.GroupSize());
     fp.q_len = static_cast<int>(p.q_len);
     fp.kv_len = static_cast<int>(p.kv_len);
+    fp.kv_lens = nullptr;
     fp.scale_log2 = static_cast<float>(p.EffectiveScale() * M_LOG2E);
     fp.causal = p.causal;
 
     cudaStream_t stream = args.context.stream();
-    const FusedPath path = PathFor(p.head_dim, args.context.info());
+    const FusedPath path = PathFor(p, args.context.info());
+    FusedSplitKv plan;
+    if (path == FusedPath::kSplitKv) {
+      plan = PlanSplitKv(p, args.context.info().multiprocessors);
+      const int64_t need = SplitKvWorkspaceBytes(plan, p);
+      if (args.workspace_bytes < need) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("fused: split-KV needs %d bytes of workspace (WorkspaceBytes); got %d",
+                            need, args.workspace_bytes));
+      }
+      if (need > 0) {
+        plan.partial_out = static_cast<float*>(args.workspace);
+        plan.partial_lse = plan.partial_out + need / static_cast<int64_t>(sizeof(float)) /
+                                                  (p.head_dim + 1) * p.head_dim;
+      }
+    }
     switch (p.head_dim) {
-      case 32:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<32>(fp, p.dtype, path, stream));
-        break;
-      case 64:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<64>(fp, p.dtype, path, stream));
-        break;
-      case 96:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<96>(fp, p.dtype, path, stream));
-        break;
-      case 128:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<128>(fp, p.dtype, path, stream));
-        break;
-      case 256:
-        ATTN_CUDA_RETURN_IF_ERROR(Launch<256>(fp, p.dtype, path, stream));
-        break;
+#define ATTN_FUSED_CASE(H)                                                 \
+  case H:                                                                  \
+    ATTN_CUDA_RETURN_IF_ERROR(Launch<H>(fp, p.dtype, path, plan, stream)); \
+    break;
+      ATTN_FUSED_CASE(32)
+      ATTN_FUSED_CASE(64)
+      ATTN_FUSED_CASE(96)
+      ATTN_FUSED_CASE(128)
+      ATTN_FUSED_CASE(256)
+#undef ATTN_FUSED_CASE
     }
     return absl::OkStatus();
   }

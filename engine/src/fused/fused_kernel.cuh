@@ -107,6 +107,116 @@ struct HalfOps<__half> {
 };
 
 // ---------------------------------------------------------------------------------------------
+// The pieces every tensor-core kernel shares (mma.sync, wgmma, split-KV), written once. They work
+// on one thread's share of a 16-row slice in the m16n8 accumulator layout: per n8 column block
+// four values, rows g = lane / 4 (elements 0, 1) and g + 8 (elements 2, 3), columns 2 * (lane %
+// 4) + {0, 1}. wgmma's accumulator is the same layout per warp.
+
+// Keys of batch element `batch` that its queries may see: kv_lens[batch] clamped to [0, S] (the
+// engine validates lengths on the host; the kernels never trust device memory), or S.
+__device__ __forceinline__ int KvLength(const FusedParams& p, int batch) {
+  return p.kv_lens == nullptr ? p.kv_len : min(max(p.kv_lens[batch], 0), p.kv_len);
+}
+
+// -inf for the scores of keys at or past `key_end` and (causal, top-left) keys after the
+// thread's query rows t[0] (row g) and t[1] (row g + 8). `key0` is the first key of s's column 0.
+template <int kNBlocks>
+__device__ __forceinline__ void MaskScores(float (&s)[kNBlocks][4], int key0, const int (&t)[2],
+                                           int key_end, bool causal) {
+  const int col = 2 * (threadIdx.x % 4);
+#pragma unroll
+  for (int nb = 0; nb < kNBlocks; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key0 + nb * 8 + col + (e % 2);
+      if (key >= key_end || (causal && key > t[e / 2])) s[nb][e] = -INFINITY;
+    }
+}
+
+// One thread's running softmax state for its two rows of a slice: the max of the raw scores and
+// the sum of this thread's probabilities (its columns only: QuadSum completes it).
+struct RowSoftmax {
+  float max[2] = {-INFINITY, -INFINITY};
+  float sum[2] = {0.f, 0.f};
+};
+
+// The online softmax of one tile with the lazy rescale: turns the scores s into probabilities in
+// place and sets alpha, the factor O's rows must be scaled by. The running max moves (alpha < 1)
+// only when a tile's max exceeds it by more than kLazyRescaleLog2 in log2 units; otherwise the
+// stale max stays and P = exp2(S * scale * log2e - max * scale * log2e) <= 2^kLazyRescaleLog2. O
+// and the sum share that max, so the final O / sum is the same softmax. Returns whether a row of
+// this thread moved (the caller skips the rescale of O unless one in its warp did, which after
+// the first tiles is rare).
+template <int kNBlocks>
+__device__ __forceinline__ bool OnlineSoftmax(float (&s)[kNBlocks][4], RowSoftmax& state,
+                                              float scale_log2, float (&alpha)[2]) {
+  bool moved = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nb = 0; nb < kNBlocks; ++nb) mx = fmaxf(mx, fmaxf(s[nb][2 * h], s[nb][2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // The old tiles' probabilities were taken relative to the rounded product
+    // __fmul_rn(old max, scale_log2); alpha must use that same value (an FMA here would use the
+    // exact product and bias every rescale by up to half an ulp of max * scale_log2). A row with
+    // no visible key yet keeps max -inf (-inf - -inf is NaN: no move).
+    const float old_scaled = __fmul_rn(state.max[h], scale_log2);
+    const float tile_scaled = __fmul_rn(mx, scale_log2);
+    alpha[h] = 1.f;
+    if (tile_scaled - old_scaled > kLazyRescaleLog2) {
+      alpha[h] = FastExp2(old_scaled - tile_scaled);
+      state.max[h] = mx;
+      moved = true;
+    }
+    // Subtract 0 for a row whose max is still -inf, so exp2 gives 0, not NaN.
+    const float max_scaled = state.max[h] == -INFINITY ? 0.f : __fmul_rn(state.max[h], scale_log2);
+    float sum = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < kNBlocks; ++nb)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pr = FastExp2(fmaf(s[nb][2 * h + e], scale_log2, -max_scaled));
+        s[nb][2 * h + e] = pr;
+        sum += pr;
+      }
+    state.sum[h] = state.sum[h] * alpha[h] + sum;
+  }
+  return moved;
+}
+
+// O's rows times alpha (OnlineSoftmax's factors).
+template <int kDBlocks>
+__device__ __forceinline__ void RescaleRows(float (&o)[kDBlocks][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int d = 0; d < kDBlocks; ++d) {
+    o[d][0] *= alpha[0];
+    o[d][1] *= alpha[0];
+    o[d][2] *= alpha[1];
+    o[d][3] *= alpha[1];
+  }
+}
+
+// A row's value summed over the four threads of its quad.
+__device__ __forceinline__ float QuadSum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The epilogue: row h of the thread's pair, O / sum (sum: the quad's total; 0 for a row that saw
+// no key), narrowed to T at `row` (the output row at this thread's first column).
+template <typename T, int kDBlocks>
+__device__ __forceinline__ void StoreRow(T* row, const float (&o)[kDBlocks][4], int h, float sum) {
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
+  for (int d = 0; d < kDBlocks; ++d) {
+    *reinterpret_cast<uint32_t*>(row + d * 8) =
+        HalfOps<T>::Pack(o[d][2 * h] * inv, o[d][2 * h + 1] * inv);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Tile configuration of the tensor-core kernel.
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, int kMinBlocksPerSm_>
@@ -156,6 +266,7 @@ __device__ __forceinline__ HeadSlices<T> SliceHead(const FusedParams& p, int bat
 template <typename T>
 struct QueryTile {
   int q0, n_tiles;
+  int kv_len;  // this batch element's keys (KvLength)
   const T* q;
   const T* k;
   const T* v;
@@ -164,8 +275,9 @@ template <typename T, int kBlockM, int kBlockN>
 __device__ __forceinline__ QueryTile<T> TileOfBlock(const FusedParams& p) {
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;
   const HeadSlices<T> in = SliceHead<T>(p, blockIdx.z, blockIdx.y);
-  const int kv_end = p.causal ? min(p.kv_len, q0 + kBlockM) : p.kv_len;
-  return {q0, (kv_end + kBlockN - 1) / kBlockN, in.q + q0 * p.q_row_stride, in.k, in.v};
+  const int kv_len = KvLength(p, blockIdx.z);
+  const int kv_end = p.causal ? min(kv_len, q0 + kBlockM) : kv_len;
+  return {q0, (kv_end + kBlockN - 1) / kBlockN, kv_len, in.q + q0 * p.q_row_stride, in.k, in.v};
 }
 
 // Copies kRows rows of kChunks 16-byte chunks (row stride `stride` elements) with kThreads
@@ -229,21 +341,18 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int head = blockIdx.y, batch = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const QueryTile<T> tile = TileOfBlock<T, kBlockM, kBlockN>(p);
-  const int q0 = tile.q0, n_tiles = tile.n_tiles;
+  const int q0 = tile.q0, n_tiles = tile.n_tiles, kv_len = tile.kv_len;
   const T *q = tile.q, *k = tile.k, *v = tile.v;
 
   // Q joins the first commit group below.
   LoadTile<Traits, kBlockM>(s_q, q, p.q_row_stride, min(kBlockM, p.q_len - q0), tid);
 
   float o[kMAtoms][kDBlocks][4];
-  float row_max[kMAtoms][2], row_sum[kMAtoms][2];  // rows g and g + 8 of each slice
+  RowSoftmax softmax[kMAtoms];  // rows g and g + 8 of each slice
 #pragma unroll
-  for (int ma = 0; ma < kMAtoms; ++ma) {
+  for (int ma = 0; ma < kMAtoms; ++ma)
 #pragma unroll
     for (int d = 0; d < kDBlocks; ++d) o[ma][d][0] = o[ma][d][1] = o[ma][d][2] = o[ma][d][3] = 0.f;
-    row_max[ma][0] = row_max[ma][1] = -INFINITY;
-    row_sum[ma][0] = row_sum[ma][1] = 0.f;
-  }
 
   const int warp_row0 = warp * kMAtoms * 16;
   const int quad_row = lane / 4, quad_col = 2 * (lane % 4);
@@ -284,73 +393,21 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   // Masks tile `key0`'s scores, updates the online softmax and accumulates O += P V from `cv`.
   auto softmax_and_pv = [&](float(&s)[kMAtoms][kNBlocks][4], const T* cv, int key0) {
     // Mask keys past S, and (causal) keys after the query, only in tiles that have any.
-    if (key0 + kBlockN > p.kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
+    if (key0 + kBlockN > kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
 #pragma unroll
-      for (int ma = 0; ma < kMAtoms; ++ma)
-#pragma unroll
-        for (int nb = 0; nb < kNBlocks; ++nb)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int t = q0 + warp_row0 + ma * 16 + quad_row + (e / 2) * 8;
-            const int key = key0 + nb * 8 + quad_col + (e % 2);
-            if (key >= p.kv_len || (p.causal && key > t)) s[ma][nb][e] = -INFINITY;
-          }
+      for (int ma = 0; ma < kMAtoms; ++ma) {
+        const int t0 = q0 + warp_row0 + ma * 16 + quad_row;
+        MaskScores(s[ma], key0, {t0, t0 + 8}, kv_len, p.causal);
+      }
     }
-
-    // Online softmax with a lazy rescale: the running max moves (and O and the running sum are
-    // rescaled by alpha) only when a tile's max exceeds it by more than kLazyRescaleLog2 in log2
-    // units; otherwise the stale max stays and P = exp2(S * scale * log2e - max * scale * log2e)
-    // is at most 2^kLazyRescaleLog2. O and the sum share that max, so the final O / sum is the
-    // same softmax; the warp skips the O rescale (kMAtoms * kDBlocks * 4 multiplies) unless one of
-    // its rows moved, which after the first tiles is rare.
     float alpha[kMAtoms][2];
     bool moved = false;
 #pragma unroll
     for (int ma = 0; ma < kMAtoms; ++ma)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nb = 0; nb < kNBlocks; ++nb)
-          mx = fmaxf(mx, fmaxf(s[ma][nb][2 * h], s[ma][nb][2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // The old tiles' probabilities were taken relative to the rounded product
-        // __fmul_rn(old max, scale_log2); alpha must use that same value (an FMA here would use
-        // the exact product and bias every rescale by up to half an ulp of max * scale_log2).
-        // A row with no visible key yet keeps max -inf (-inf - -inf is NaN: no move).
-        const float old_scaled = __fmul_rn(row_max[ma][h], p.scale_log2);
-        const float tile_scaled = __fmul_rn(mx, p.scale_log2);
-        alpha[ma][h] = 1.f;
-        if (tile_scaled - old_scaled > kLazyRescaleLog2) {
-          alpha[ma][h] = FastExp2(old_scaled - tile_scaled);
-          row_max[ma][h] = mx;
-          moved = true;
-        }
-        // Subtract 0 for a row whose max is still -inf, so exp2 gives 0, not NaN.
-        const float max_scaled =
-            row_max[ma][h] == -INFINITY ? 0.f : __fmul_rn(row_max[ma][h], p.scale_log2);
-        float sum = 0.f;
-#pragma unroll
-        for (int nb = 0; nb < kNBlocks; ++nb)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pr = FastExp2(fmaf(s[ma][nb][2 * h + e], p.scale_log2, -max_scaled));
-            s[ma][nb][2 * h + e] = pr;
-            sum += pr;
-          }
-        row_sum[ma][h] = row_sum[ma][h] * alpha[ma][h] + sum;
-      }
+      moved |= OnlineSoftmax(s[ma], softmax[ma], p.scale_log2, alpha[ma]);
     if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
-      for (int ma = 0; ma < kMAtoms; ++ma)
-#pragma unroll
-        for (int d = 0; d < kDBlocks; ++d) {
-          o[ma][d][0] *= alpha[ma][0];
-          o[ma][d][1] *= alpha[ma][0];
-          o[ma][d][2] *= alpha[ma][1];
-          o[ma][d][3] *= alpha[ma][1];
-        }
+      for (int ma = 0; ma < kMAtoms; ++ma) RescaleRows(o[ma], alpha[ma]);
     }
 
     // O += P V: P's accumulator layout is the A-fragment layout of the next mma.
@@ -380,12 +437,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   auto load_k = [&](int tile) {
     const int key0 = tile * kBlockN;
     LoadTile<Traits, kBlockN>(s_k + (tile % 2) * Traits::kKvElems, k + key0 * p.k_row_stride,
-                              p.k_row_stride, min(kBlockN, p.kv_len - key0), tid);
+                              p.k_row_stride, min(kBlockN, kv_len - key0), tid);
   };
   auto load_v = [&](int tile) {
     const int key0 = tile * kBlockN;
     LoadTile<Traits, kBlockN>(s_v + (tile % 2) * Traits::kKvElems, v + key0 * p.v_row_stride,
-                              p.v_row_stride, min(kBlockN, p.kv_len - key0), tid);
+                              p.v_row_stride, min(kBlockN, kv_len - key0), tid);
   };
   // Tile j + 1 (K and V) is in flight while tile j is computed.
   load_k(0);
@@ -411,19 +468,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   for (int ma = 0; ma < kMAtoms; ++ma)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float sum = row_sum[ma][h];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const float sum = QuadSum(softmax[ma].sum[h]);
       const int t = q0 + warp_row0 + ma * 16 + quad_row + h * 8;
-      if (t < p.q_len) {
-        T* row = out + static_cast<int64_t>(t) * p.o_row_stride + quad_col;
-#pragma unroll
-        for (int d = 0; d < kDBlocks; ++d) {
-          *reinterpret_cast<uint32_t*>(row + d * 8) =
-              Ops::Pack(o[ma][d][2 * h] * inv, o[ma][d][2 * h + 1] * inv);
-        }
-      }
+      if (t < p.q_len)
+        StoreRow(out + static_cast<int64_t>(t) * p.o_row_stride + quad_col, o[ma], h, sum);
     }
 }
 
@@ -496,7 +544,8 @@ __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedP
     const int r = i / kHeadDim, d = i % kHeadDim;
     s_q[i] = q0 + r < p.q_len ? q[(q0 + r) * p.q_row_stride + d] : 0.f;
   }
-  const int kv_end = p.causal ? min(p.kv_len, q0 + kFloatRows) : p.kv_len;
+  const int kv_len = KvLength(p, batch);
+  const int kv_end = p.causal ? min(kv_len, q0 + kFloatRows) : kv_len;
 
   // O and the running sum are compensated (Kahan) sums of per-tile partials: over S = 13000
   // keys a plain running sum lost ~2e-6 relative, 5x the naive path's blocked GEMM.
@@ -509,7 +558,7 @@ __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedP
     __syncthreads();  // the previous tile is consumed (and s_q is written, first time)
     for (int i = tid; i < kFloatKeys * kHeadDim; i += kFloatRows * 32) {
       const int r = i / kHeadDim, d = i % kHeadDim;
-      const bool valid = key0 + r < p.kv_len;
+      const bool valid = key0 + r < kv_len;
       s_k[r * Traits::kKStride + d] = valid ? k[(key0 + r) * p.k_row_stride + d] : 0.f;
       s_v[i] = valid ? v[(key0 + r) * p.v_row_stride + d] : 0.f;
     }
@@ -527,7 +576,7 @@ __global__ void __launch_bounds__(kFloatRows * 32) FusedFloatKernel(const FusedP
       score = fmaf(a.w, b.w, score);
     }
     const int key = key0 + lane;
-    if (key >= p.kv_len || (p.causal && key > t)) score = -INFINITY;
+    if (key >= kv_len || (p.causal && key > t)) score = -INFINITY;
 
     float mx = score;
 #pragma unroll

@@ -22,15 +22,56 @@ struct FusedParams {
   int64_t v_batch_stride, v_row_stride, v_head_stride;
   int64_t o_batch_stride, o_row_stride, o_head_stride;
   int batch, heads, group, q_len, kv_len;
+  // Keys batch element b sees: kv_lens[b] (device memory, clamped to [0, kv_len] on read), or all
+  // kv_len when null.
+  const int32_t* kv_lens;
   float scale_log2;  // softmax scale * log2(e): scores go through exp2f
   bool causal;       // top-left aligned: query t sees keys s <= t
 };
 
 enum class FusedHalfType { kBFloat16, kFloat16 };
 
-// The tensor-core kernel a bf16/fp16 problem runs on: mma.sync (sm_80 and newer: fused_kernel.cuh)
-// or warpgroup MMA (sm_90a, H100/H200, head dims 64 and 128: fused_wgmma.cuh).
-enum class FusedPath { kMmaSync, kWgmma };
+// The tensor-core kernel a bf16/fp16 problem runs on: mma.sync (sm_80 and newer: fused_kernel.cuh),
+// warpgroup MMA (sm_90a, H100/H200, head dims 64 and 128: fused_wgmma.cuh) or split-KV for short
+// queries (sm_80 and newer: fused_split_kv.cuh).
+enum class FusedPath { kMmaSync, kWgmma, kSplitKv };
+
+// How the split-KV kernel cuts a problem (fused_backend.cc plans it), and its workspace.
+struct FusedSplitKv {
+  int row_tiles = 1;   // 16-row mma slices of packed (query, group) rows per block: 1, 2 or 4
+  int row_groups = 1;  // blocks along the packed rows: ceil(T * group / (16 * row_tiles))
+  int splits = 1;      // key ranges per (batch, K/V head, row group), one block each
+  int split_keys = 0;  // keys per range: a multiple of kSplitKvTileKeys
+  int stages = 2;      // K/V tile pairs in shared memory: SplitKvStages
+  // splits > 1: (B, K, row_groups, splits, 16 * row_tiles) rows of normalised partial O (H
+  // floats each) and their log2-sum-exp, which a second kernel merges.
+  float* partial_out = nullptr;
+  float* partial_lse = nullptr;
+};
+
+// The split-KV kernel's shared memory, which sets its resident blocks per SM (the planner needs
+// them): 16 * row_tiles padded Q rows, `stages` K/V tile pairs of kSplitKvTileKeys keys (all but
+// one in flight while one is computed), and four warps' row statistics. Three stages where that
+// keeps as many blocks per SM as two (up to two: more warps hide the compute of 64-row blocks).
+constexpr int kSplitKvTileKeys = 64;
+constexpr int kSmemPerSm = 228 * 1024;        // shared memory per SM on sm_80 to sm_90
+constexpr int kSmemPerBlockMax = 227 * 1024;  // the most one block may have
+constexpr int kSmemReservedPerBlock = 1024;   // taken by the system from each resident block
+constexpr int SplitKvSmemBytes(int head_dim, int row_tiles, int stages) {
+  return (16 * row_tiles + 2 * stages * kSplitKvTileKeys) * (head_dim + 8) * 2 + 4 * 16 * 2 * 4;
+}
+constexpr int SplitKvBlocksPerSm(int head_dim, int row_tiles, int stages) {
+  return kSmemPerSm / (SplitKvSmemBytes(head_dim, row_tiles, stages) + kSmemReservedPerBlock) >= 2
+             ? 2
+             : 1;
+}
+constexpr int SplitKvStages(int head_dim, int row_tiles) {
+  return SplitKvSmemBytes(head_dim, row_tiles, 3) <= kSmemPerBlockMax &&
+                 SplitKvBlocksPerSm(head_dim, row_tiles, 3) >=
+                     SplitKvBlocksPerSm(head_dim, row_tiles, 2)
+             ? 3
+             : 2;
+}
 
 // Whether this build holds the wgmma kernel for `head_dim` (CMake defines ATTN_FUSED_WGMMA when
 // CMAKE_CUDA_ARCHITECTURES names 90a).
@@ -52,11 +93,18 @@ cudaError_t LaunchFusedHalf(const FusedParams& params, FusedHalfType type, Fused
 template <int kHeadDim>
 cudaError_t LaunchFusedFloat(const FusedParams& params, cudaStream_t stream);
 
+// bf16/fp16 split-KV (mma.sync) with `plan`'s workspace pointers set; same alignment rules.
+template <int kHeadDim>
+cudaError_t LaunchFusedSplitKv(const FusedParams& params, const FusedSplitKv& plan,
+                               FusedHalfType type, cudaStream_t stream);
+
 // The compiled head dims, one fused_hdim<H>.cu each.
 #define ATTN_FUSED_DECLARE(H)                                                                  \
   extern template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, FusedPath, \
                                                  cudaStream_t);                                \
-  extern template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);
+  extern template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);           \
+  extern template cudaError_t LaunchFusedSplitKv<H>(const FusedParams&, const FusedSplitKv&,   \
+                                                    FusedHalfType, cudaStream_t);
 ATTN_FUSED_DECLARE(32)
 ATTN_FUSED_DECLARE(64)
 ATTN_FUSED_DECLARE(96)

@@ -1,9 +1,11 @@
 // The `fused` backend's launchers: a head dim's compile-time instantiation of the mma.sync
-// kernel (fused_kernel.cuh), the Hopper wgmma kernel (fused_wgmma.cuh, head dims 64 and 128) and
-// the float32 kernel. Included only by the per-head-dim fused_hdim<H>.cu files.
+// kernel (fused_kernel.cuh), the Hopper wgmma kernel (fused_wgmma.cuh, head dims 64 and 128), the
+// split-KV kernel (fused_split_kv.cuh) and the float32 kernel. Included only by the per-head-dim
+// fused_hdim<H>.cu files.
 #pragma once
 
 #include "fused/fused_kernel.cuh"
+#include "fused/fused_split_kv.cuh"
 #include "fused/fused_wgmma.cuh"
 
 namespace attn {
@@ -33,6 +35,14 @@ cudaError_t LaunchFusedFloat(const FusedParams& p, cudaStream_t stream) {
   return fused::LaunchFloat<kHeadDim>(p, stream);
 }
 
+template <int kHeadDim>
+cudaError_t LaunchFusedSplitKv(const FusedParams& p, const FusedSplitKv& plan, FusedHalfType type,
+                               cudaStream_t stream) {
+  return type == FusedHalfType::kBFloat16
+             ? fused::LaunchSplitKv<kHeadDim, __nv_bfloat16>(p, plan, stream)
+             : fused::LaunchSplitKv<kHeadDim, __half>(p, plan, stream);
+}
+
 }  // namespace attn
 
 // One head dim's instantiations: each fused_hdim<H>.cu holds exactly this line.
@@ -41,4 +51,6 @@ cudaError_t LaunchFusedFloat(const FusedParams& p, cudaStream_t stream) {
   template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, FusedPath, \
                                           cudaStream_t);                                \
   template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);           \
+  template cudaError_t LaunchFusedSplitKv<H>(const FusedParams&, const FusedSplitKv&,   \
+                                             FusedHalfType, cudaStream_t);              \
   }

@@ -125,6 +125,13 @@ __device__ __forceinline__ void FenceRegisters(float (&d)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// An accumulator in the m16n8 layout ([n8 blocks][4]) as the flat register list the wgmma
+// wrappers take: the same registers in the same order.
+template <int kBlocks>
+__device__ __forceinline__ float (&Flat(float (&d)[kBlocks][4]))[kBlocks * 4] {
+  return reinterpret_cast<float(&)[kBlocks * 4]>(d);
+}
+
 // A shared-memory matrix descriptor for the 128-byte swizzle: start address, leading and stride
 // byte offsets (16-byte units), layout type 1 (SWIZZLE_128B) in bits 62-63. K-major operands
 // (Q, K): stride = 1024 bytes between 8-row groups, leading offset unused. MN-major (V): leading
@@ -191,12 +198,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int col = 2 * (lane % 4);
 
   const QueryTile<T> tile = TileOfBlock<T, kBlockM, kBlockN>(p);
-  const int q0 = tile.q0, n_tiles = tile.n_tiles;
+  const int q0 = tile.q0, n_tiles = tile.n_tiles, kv_len = tile.kv_len;
   const T *q = tile.q, *k = tile.k, *v = tile.v;
 
   LoadSwizzled<Traits, kBlockM>(s_q, q, p.q_row_stride, min(kBlockM, p.q_len - q0), tid);
   auto load_kv = [&](int tile) {
-    const int key0 = tile * kBlockN, valid = min(kBlockN, p.kv_len - key0);
+    const int key0 = tile * kBlockN, valid = min(kBlockN, kv_len - key0);
     const uint32_t buffer = (tile % 2) * Traits::kKvBytes;
     LoadSwizzled<Traits, kBlockN>(s_k + buffer, k + key0 * p.k_row_stride, p.k_row_stride, valid,
                                   tid);
@@ -206,10 +213,12 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   load_kv(0);
   CpAsyncCommit();
 
-  float o[kOBlocks * 4];
+  // The accumulators in the m16n8 layout the shared softmax and epilogue take; the wgmma
+  // wrappers see the same registers as one flat array (Flat).
+  float o[kOBlocks][4];
 #pragma unroll
-  for (int i = 0; i < kOBlocks * 4; ++i) o[i] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  for (int d = 0; d < kOBlocks; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  RowSoftmax softmax;
 
   // Each thread's copies of a tile land and are fenced to the async proxy before the barrier
   // that publishes them: here for tile 0, at the end of iteration j - 1 for tile j, while the
@@ -221,7 +230,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     const uint32_t buffer = (j % 2) * Traits::kKvBytes;
 
     // S = Q K^T for this warpgroup's 64 rows.
-    float s[kSBlocks * 4];
+    float s[kSBlocks][4];
     WgmmaFence();
 #pragma unroll
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
@@ -231,9 +240,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       const uint64_t b_desc =
           SwizzledDescriptor(s_k + buffer + (ks / 4) * (kBlockN * 128) + k_offset, 16, 1024);
       if constexpr (kBlockN == 128) {
-        WgmmaSS128<T>(s, a_desc, b_desc, ks > 0);
+        WgmmaSS128<T>(Flat(s), a_desc, b_desc, ks > 0);
       } else {
-        WgmmaSS64<T>(s, a_desc, b_desc, ks > 0);
+        WgmmaSS64<T>(Flat(s), a_desc, b_desc, ks > 0);
       }
     }
     WgmmaCommit();
@@ -241,106 +250,52 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     if (j + 1 < n_tiles) load_kv(j + 1);
     CpAsyncCommit();
     WgmmaWaitAll();
-    FenceRegisters(s);
+    FenceRegisters(Flat(s));
 
     // Mask keys past S and (causal) after the query, only in tiles that have any.
     const int key0 = j * kBlockN;
-    if (key0 + kBlockN > p.kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
-#pragma unroll
-      for (int nb = 0; nb < kSBlocks; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int t = q0 + r0 + (e / 2) * 8;
-          const int key = key0 + nb * 8 + col + (e % 2);
-          if (key >= p.kv_len || (p.causal && key > t)) s[nb * 4 + e] = -INFINITY;
-        }
+    if (key0 + kBlockN > kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
+      MaskScores(s, key0, {q0 + r0, q0 + r0 + 8}, kv_len, p.causal);
     }
-
-    // Online softmax with the lazy rescale (fused_kernel.cuh says why it is exact).
     float alpha[2];
-    bool moved = false;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nb = 0; nb < kSBlocks; ++nb)
-        mx = fmaxf(mx, fmaxf(s[nb * 4 + 2 * h], s[nb * 4 + 2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float old_scaled = __fmul_rn(row_max[h], p.scale_log2);
-      const float tile_scaled = __fmul_rn(mx, p.scale_log2);
-      alpha[h] = 1.f;
-      if (tile_scaled - old_scaled > kLazyRescaleLog2) {
-        alpha[h] = FastExp2(old_scaled - tile_scaled);
-        row_max[h] = mx;
-        moved = true;
-      }
-      const float max_scaled = row_max[h] == -INFINITY ? 0.f : __fmul_rn(row_max[h], p.scale_log2);
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < kSBlocks; ++nb)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pr = FastExp2(fmaf(s[nb * 4 + 2 * h + e], p.scale_log2, -max_scaled));
-          s[nb * 4 + 2 * h + e] = pr;
-          sum += pr;
-        }
-      row_sum[h] = row_sum[h] * alpha[h] + sum;
-    }
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int d = 0; d < kOBlocks; ++d) {
-        o[d * 4 + 0] *= alpha[0];
-        o[d * 4 + 1] *= alpha[0];
-        o[d * 4 + 2] *= alpha[1];
-        o[d * 4 + 3] *= alpha[1];
-      }
+    if (__any_sync(0xffffffffu, OnlineSoftmax(s, softmax, p.scale_log2, alpha))) {
+      RescaleRows(o, alpha);
     }
 
     // O += P V, 16 keys per wgmma; P's accumulator layout is wgmma's register-A layout.
     uint32_t pa[kBlockN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      pa[kk][0] = Ops::Pack(s[8 * kk + 0], s[8 * kk + 1]);
-      pa[kk][1] = Ops::Pack(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = Ops::Pack(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = Ops::Pack(s[8 * kk + 6], s[8 * kk + 7]);
+      pa[kk][0] = Ops::Pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[kk][1] = Ops::Pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[kk][2] = Ops::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[kk][3] = Ops::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
     WgmmaFence();
-    FenceRegisters(o);
+    FenceRegisters(Flat(o));
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint64_t b_desc = SwizzledDescriptor(s_v + buffer + kk * 16 * 128, kBlockN * 128, 1024);
       if constexpr (kHeadDim == 128) {
-        WgmmaRS128<T>(o, pa[kk], b_desc);
+        WgmmaRS128<T>(Flat(o), pa[kk], b_desc);
       } else {
-        WgmmaRS64<T>(o, pa[kk], b_desc);
+        WgmmaRS64<T>(Flat(o), pa[kk], b_desc);
       }
     }
     WgmmaCommit();
     CpAsyncWait<0>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     WgmmaWaitAll();
-    FenceRegisters(o);
+    FenceRegisters(Flat(o));
   }
 
   // out = O / sum, written once; rows past T are dropped.
   T* out = static_cast<T*>(p.out) + batch * p.o_batch_stride + head * p.o_head_stride;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float sum = row_sum[h];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const float sum = QuadSum(softmax.sum[h]);
     const int t = q0 + r0 + h * 8;
-    if (t < p.q_len) {
-      T* row = out + static_cast<int64_t>(t) * p.o_row_stride + col;
-#pragma unroll
-      for (int d = 0; d < kOBlocks; ++d) {
-        *reinterpret_cast<uint32_t*>(row + d * 8) =
-            Ops::Pack(o[d * 4 + 2 * h] * inv, o[d * 4 + 2 * h + 1] * inv);
-      }
-    }
+    if (t < p.q_len) StoreRow(out + static_cast<int64_t>(t) * p.o_row_stride + col, o, h, sum);
   }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# One device call for decode (issue 24): the fused tests (every tensor-core kernel, split-KV
+# forced on every shape too), compute-sanitizer on small split-KV problems, then decode shapes
+# (N32 K8 H128 bf16) on our fused kernels beside our cudnn and PyTorch SDPA's flash and cuDNN
+# backends, and the judged prefill shapes (the kernels' shared pieces changed). Logs under $OUT.
+#   bash bench/gpu_decode.sh [tests] [sanitize] [bench] [prefill] [ncu]   (default: all but ncu)
+# carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench)
+set -uo pipefail
+out=${OUT:-/tmp/attn-gpu}
+g=${ATTN_GPU_BUNDLE:-.gpu}
+mkdir -p "$out"
+steps=${*:-tests sanitize bench prefill}
+has() { [[ " $steps " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+
+if has tests; then
+  echo "== fused and registry tests"
+  timeout 400 stdbuf -oL -eL $g/run attn_engine_tests --gtest_filter='*Fused*:Registry*' --gtest_brief=1 \
+    > "$out/tests.log" 2>&1
+  echo "exit code $?"
+  grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
+  grep -B2 -A8 'Failure' "$out/tests.log" | head -60
+fi
+
+if has sanitize; then
+  echo "== compute-sanitizer on small problems (split-KV forced among the paths)"
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  filter='*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B2_T2_S700*:*FusedVersusReference*B1_T127_S33*:FusedBackend.PicksSplitKv*'
+  for tool in memcheck racecheck synccheck; do
+    timeout 150 $g/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
+      --gtest_filter="$filter" --gtest_brief=1 > "$out/$tool.log" 2>&1
+    echo "$tool exit code $?"
+    grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
+  done
+fi
+
+# Ours with the peers' protocol (10 warm-ups, median of 50 event-timed calls). $1: the kernel
+# (ATTN_FUSED_KERNEL; "auto" leaves the choice to the backend: split-KV for these shapes).
+decode() {
+  local kernel=$1 backend=${2:-fused}
+  for shape in "16 1 8192" "1 1 32768" "16 16 8192" "4 1 8192" "64 1 4096" "1 1 4096"; do
+    read -r b t s <<< "$shape"
+    env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run attn-bench --backend=$backend --dtypes=bfloat16 \
+      --warmup=10 --repeats=50 --arena_mib=32768 --batch=$b --heads=32 --kv_heads=8 --head_dim=128 \
+      --seq_lens=$t --kv_len=$s 2>&1 | grep -E "^$backend" | sed "s/^/[${kernel:-auto}] B=$b T=$t S=$s /"
+  done
+}
+if has bench; then
+  echo "== decode, N32 K8 H128 bf16: fused auto (split-KV), fused wgmma / mma_sync (the kernels of before), cudnn"
+  { decode ""; decode wgmma; decode mma_sync; decode "" cudnn; } 2>&1 | tee "$out/decode.log"
+  echo "== peers (PyTorch SDPA flash and cuDNN)"
+  PYTHONUNBUFFERED=1 timeout 200 python3 $g/peers.py --shape 16,1,8192,32,8,128 --shape 1,1,32768,32,8,128 \
+    --shape 16,16,8192,32,8,128 --shape 4,1,8192,32,8,128 --shape 64,1,4096,32,8,128 --shape 1,1,4096,32,8,128 \
+    --impl torch_flash,torch_cudnn 2>&1 | grep -v Warn | tee "$out/decode_peers.log"
+  echo "== ours again (drift)"
+  decode "" 2>&1 | tee -a "$out/decode.log"
+fi
+
+if has prefill; then
+  echo "== prefill judged shapes, fused (wgmma) and cudnn, bf16"
+  for c in --causal ""; do
+    $g/run attn-bench --backend=fused,cudnn --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=16 \
+      --head_dim=128 --seq_lens=4096,8192 $c 2>&1 | grep -E '^(fused|cudnn)'
+  done | tee "$out/prefill.log"
+  $g/run attn-bench --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=8 \
+    --head_dim=64 --seq_lens=128,512,2048 --causal 2>&1 | grep -E '^fused' | tee -a "$out/prefill.log"
+  PYTHONUNBUFFERED=1 timeout 120 python3 $g/peers.py --shape 4,4096,4096,16,16,128,causal --shape 4,8192,8192,16,16,128,causal \
+    --shape 4,4096,4096,16,16,128 --shape 4,8192,8192,16,16,128 --impl torch_flash,torch_cudnn 2>&1 | grep -v Warn | tee -a "$out/prefill.log"
+fi
+
+if has ncu; then
+  echo "== ncu: the split-KV kernel at B16 T1 S8192 and B1 T1 S32768 (N32 K8 H128 bf16)"
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for shape in "16 8192" "1 32768"; do
+    read -r b s <<< "$shape"
+    timeout 90 $g/run "$ncu" --clock-control none -k regex:SplitKv -c 2 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats \
+      attn-bench --backend=fused --dtypes=bfloat16 --batch=$b --heads=32 --kv_heads=8 --head_dim=128 \
+      --seq_lens=1 --kv_len=$s --warmup=0 --repeats=1 > "$out/ncu_$b.log" 2>&1
+    echo "-- B=$b S=$s: ncu exit $?"
+    grep -E 'SplitKv|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Stall|Issue Slots|Grid Size|Block Limit|Waves' "$out/ncu_$b.log" | head -40
+  done
+fi
