@@ -3,7 +3,8 @@
 # forced on every shape too), compute-sanitizer on small split-KV problems, then decode shapes
 # (N32 K8 H128 bf16) on our fused kernels beside our cudnn and PyTorch SDPA's flash and cuDNN
 # backends, and the judged prefill shapes (the kernels' shared pieces changed). Logs under $OUT.
-#   bash bench/gpu_decode.sh [tests] [sanitize] [bench] [prefill] [ncu]   (default: all but ncu)
+#   bash bench/gpu_decode.sh [tests] [sanitize] [bench] [variants] [prefill] [ncu]
+#   (default: tests sanitize bench prefill)
 # carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench)
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
@@ -56,16 +57,43 @@ if has bench; then
   decode "" 2>&1 | tee -a "$out/decode.log"
 fi
 
+if has variants; then
+  echo "== variants (bundled as bin/attn-bench-<variant>): decode shapes, then the prefill judged shapes"
+  for bin in $g/bin/attn-bench-*; do
+    v=${bin##*/attn-bench-}
+    for shape in "16 1 8192" "1 1 32768" "16 16 8192"; do
+      read -r b t s <<< "$shape"
+      $g/run attn-bench-$v --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --arena_mib=32768 --batch=$b \
+        --heads=32 --kv_heads=8 --head_dim=128 --seq_lens=$t --kv_len=$s 2>&1 | grep -E '^fused' | sed "s/^/$v /"
+    done
+    $g/run attn-bench-$v --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=16 \
+      --head_dim=128 --seq_lens=4096,8192 --causal 2>&1 | grep -E '^fused' | sed "s/^/$v /"
+  done 2>&1 | tee "$out/variants.log"
+fi
+
 if has prefill; then
-  echo "== prefill judged shapes, fused (wgmma) and cudnn, bf16"
-  for c in --causal ""; do
-    $g/run attn-bench --backend=fused,cudnn --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=16 \
-      --head_dim=128 --seq_lens=4096,8192 $c 2>&1 | grep -E '^(fused|cudnn)'
-  done | tee "$out/prefill.log"
-  $g/run attn-bench --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=8 \
-    --head_dim=64 --seq_lens=128,512,2048 --causal 2>&1 | grep -E '^fused' | tee -a "$out/prefill.log"
-  PYTHONUNBUFFERED=1 timeout 120 python3 $g/peers.py --shape 4,4096,4096,16,16,128,causal --shape 4,8192,8192,16,16,128,causal \
-    --shape 4,4096,4096,16,16,128 --shape 4,8192,8192,16,16,128 --impl torch_flash,torch_cudnn 2>&1 | grep -v Warn | tee -a "$out/prefill.log"
+  echo "== prefill (issue 23's judged shapes): fused and cudnn, bf16; then PyTorch SDPA beside"
+  {
+    for c in --causal ""; do
+      for h in 128 96 256; do
+        $g/run attn-bench --backend=fused,cudnn --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=16 \
+          --head_dim=$h --seq_lens=4096,8192 $c 2>&1 | grep -E '^(fused|cudnn)'
+      done
+    done
+    for k in 32 8 1; do
+      $g/run attn-bench --backend=fused,cudnn --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=32 \
+        --kv_heads=$k --head_dim=128 --seq_lens=2048 --causal 2>&1 | grep -E '^(fused|cudnn)'
+    done
+    $g/run attn-bench --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=8 \
+      --head_dim=64 --seq_lens=128,256,512,1024,2048 --causal 2>&1 | grep -E '^fused'
+  } | tee "$out/prefill.log"
+  shapes=()
+  for c in ",causal" ""; do
+    for h in 128 96 256; do shapes+=(--shape 4,4096,4096,16,16,$h$c --shape 4,8192,8192,16,16,$h$c); done
+  done
+  for k in 32 8 1; do shapes+=(--shape 4,2048,2048,32,$k,128,causal); done
+  PYTHONUNBUFFERED=1 timeout 240 python3 $g/peers.py "${shapes[@]}" --impl torch_flash,torch_cudnn 2>&1 | grep -v Warn \
+    | tee -a "$out/prefill.log"
 fi
 
 if has ncu; then

@@ -1,8 +1,9 @@
-// `fused`: our own flash-attention forward kernel: one launch, the (T, S) scores never leave
-// registers, workspace 0. bf16/fp16 on tensor cores: wgmma on H100/H200 for head dims 64 and 128
-// (fused_wgmma.cuh), mma.sync elsewhere (fused_kernel.cuh, sm_80+); float32 on CUDA cores in
-// exact fp32. This file is the one place that turns the run-time problem (dtype, head dim,
-// device) into a compile-time instantiation.
+// `fused`: our own flash-attention forward kernel: the (T, S) scores never leave registers.
+// bf16/fp16 on tensor cores: wgmma on H100/H200 for head dims 64 to 256 (fused_wgmma.cuh),
+// mma.sync elsewhere (fused_kernel.cuh, sm_80+), split-KV for short queries (fused_split_kv.cuh:
+// a second small kernel merges the splits, workspace for their partial outputs); float32 on
+// CUDA cores in exact fp32. This file is the one place that turns the run-time problem (dtype, head
+// dim, device) into a compile-time instantiation.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "backends.h"
@@ -22,7 +24,7 @@ namespace attn {
 
 bool FusedWgmmaBuilt(int head_dim) {
 #if defined(ATTN_FUSED_WGMMA)
-  return head_dim == 64 || head_dim == 128;
+  return WgmmaHeadDim(head_dim);
 #else
   (void)head_dim;
   return false;
@@ -110,8 +112,16 @@ FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
   return wgmma ? FusedPath::kWgmma : FusedPath::kMmaSync;
 }
 
-bool CompiledHeadDim(int64_t h) { return h == 32 || h == 64 || h == 96 || h == 128 || h == 256; }
+bool CompiledHeadDim(int64_t h) { return h <= 256 && FusedHeadDim(static_cast<int>(h)); }
 
+// "32, 64, 96, 128, 256"
+std::string CompiledHeadDims() {
+  std::string list;
+#define ATTN_FUSED_LIST(H) list += (list.empty() ? "" : ", ") + std::to_string(H);
+  ATTN_FUSED_HEAD_DIMS(ATTN_FUSED_LIST)
+#undef ATTN_FUSED_LIST
+  return list;
+}
 // The tensor-core kernel copies 16-byte chunks (cp.async): every row start must be 16-byte
 // aligned, so the base and the batch, row and head strides too (8 half elements).
 absl::Status CheckHalfAlignment(const TensorView& t, const char* name) {
@@ -139,8 +149,8 @@ class FusedBackend final : public Backend {
   std::string name() const override { return "fused"; }
   std::string description() const override {
     return "our flash-attention kernel: online softmax, scores in registers; bf16/fp16 on tensor "
-           "cores (wgmma on H100/H200 for head dims 64 and 128, mma.sync elsewhere), float32 on "
-           "CUDA cores";
+           "cores (wgmma on H100/H200 for head dims 64-256, mma.sync elsewhere, split-KV for short "
+           "queries), float32 on CUDA cores";
   }
 
   absl::Status CheckSupport(const AttentionProblem& p, const DeviceInfo& device) const override {
@@ -151,8 +161,8 @@ class FusedBackend final : public Backend {
                         "device has %d.%d",
                         device.cc_major, device.cc_minor);
     ATTN_UNSUPPORTED_IF(!CompiledHeadDim(p.head_dim),
-                        "fused: head_dim %d is not compiled; supported: 32, 64, 96, 128, 256",
-                        p.head_dim);
+                        "fused: head_dim %d is not compiled; supported: %s", p.head_dim,
+                        CompiledHeadDims());
     ATTN_UNSUPPORTED_IF(p.num_heads > kMaxGridYz || p.batch > kMaxGridYz,
                         "fused: batch (%d) and num_heads (%d) must be <= %d (one grid dimension "
                         "each)",
@@ -178,7 +188,7 @@ class FusedBackend final : public Backend {
     }
     if (!CompiledHeadDim(p.head_dim)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "fused: head_dim %d is not compiled; supported: 32, 64, 96, 128, 256", p.head_dim));
+          "fused: head_dim %d is not compiled; supported: %s", p.head_dim, CompiledHeadDims()));
     }
     if (p.dtype != DType::kFloat32) {
       for (const auto& [view, name] : {std::pair{&t.q, "q"}, std::pair{&t.k, "k"},
@@ -234,11 +244,7 @@ class FusedBackend final : public Backend {
   case H:                                                                  \
     ATTN_CUDA_RETURN_IF_ERROR(Launch<H>(fp, p.dtype, path, plan, stream)); \
     break;
-      ATTN_FUSED_CASE(32)
-      ATTN_FUSED_CASE(64)
-      ATTN_FUSED_CASE(96)
-      ATTN_FUSED_CASE(128)
-      ATTN_FUSED_CASE(256)
+      ATTN_FUSED_HEAD_DIMS(ATTN_FUSED_CASE)
 #undef ATTN_FUSED_CASE
     }
     return absl::OkStatus();

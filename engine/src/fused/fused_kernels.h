@@ -32,8 +32,8 @@ struct FusedParams {
 enum class FusedHalfType { kBFloat16, kFloat16 };
 
 // The tensor-core kernel a bf16/fp16 problem runs on: mma.sync (sm_80 and newer: fused_kernel.cuh),
-// warpgroup MMA (sm_90a, H100/H200, head dims 64 and 128: fused_wgmma.cuh) or split-KV for short
-// queries (sm_80 and newer: fused_split_kv.cuh).
+// warpgroup MMA (sm_90a, H100/H200, WgmmaHeadDim: fused_wgmma.cuh) or split-KV for short queries
+// (sm_80 and newer: fused_split_kv.cuh).
 enum class FusedPath { kMmaSync, kWgmma, kSplitKv };
 
 // How the split-KV kernel cuts a problem (fused_backend.cc plans it), and its workspace.
@@ -53,12 +53,21 @@ struct FusedSplitKv {
 // them): 16 * row_tiles padded Q rows, `stages` K/V tile pairs of kSplitKvTileKeys keys (all but
 // one in flight while one is computed), and four warps' row statistics. Three stages where that
 // keeps as many blocks per SM as two (up to two: more warps hide the compute of 64-row blocks).
-constexpr int kSplitKvTileKeys = 64;
+// (ATTN_SPLIT_KV_* macros: variants built by bench/fused_variants.sh for side-by-side timing.)
+#ifndef ATTN_SPLIT_KV_TILE_KEYS
+#define ATTN_SPLIT_KV_TILE_KEYS 64
+#endif
+#ifndef ATTN_SPLIT_KV_WARPS
+#define ATTN_SPLIT_KV_WARPS 4
+#endif
+constexpr int kSplitKvTileKeys = ATTN_SPLIT_KV_TILE_KEYS;
+constexpr int kSplitKvWarps = ATTN_SPLIT_KV_WARPS;
 constexpr int kSmemPerSm = 228 * 1024;        // shared memory per SM on sm_80 to sm_90
 constexpr int kSmemPerBlockMax = 227 * 1024;  // the most one block may have
 constexpr int kSmemReservedPerBlock = 1024;   // taken by the system from each resident block
 constexpr int SplitKvSmemBytes(int head_dim, int row_tiles, int stages) {
-  return (16 * row_tiles + 2 * stages * kSplitKvTileKeys) * (head_dim + 8) * 2 + 4 * 16 * 2 * 4;
+  return (16 * row_tiles + 2 * stages * kSplitKvTileKeys) * (head_dim + 8) * 2 +
+         kSplitKvWarps * 16 * 2 * 4;
 }
 constexpr int SplitKvBlocksPerSm(int head_dim, int row_tiles, int stages) {
   return kSmemPerSm / (SplitKvSmemBytes(head_dim, row_tiles, stages) + kSmemReservedPerBlock) >= 2
@@ -72,6 +81,18 @@ constexpr int SplitKvStages(int head_dim, int row_tiles) {
              ? 3
              : 2;
 }
+
+// The head dims the fused backend compiles, each in its own fused_hdim<H>.cu: the one list that
+// support checks, messages, dispatch and instantiations read.
+#define ATTN_FUSED_HEAD_DIMS(X) X(32) X(64) X(96) X(128) X(256)
+constexpr bool FusedHeadDim(int h) {
+#define ATTN_FUSED_IS(H) h == H ||
+  return ATTN_FUSED_HEAD_DIMS(ATTN_FUSED_IS) false;
+#undef ATTN_FUSED_IS
+}
+// The head dims that have a wgmma kernel (all but 32: its 64-byte rows would leave half of
+// every 128-byte swizzle row empty, and mma.sync serves it well).
+constexpr bool WgmmaHeadDim(int h) { return FusedHeadDim(h) && h != 32; }
 
 // Whether this build holds the wgmma kernel for `head_dim` (CMake defines ATTN_FUSED_WGMMA when
 // CMAKE_CUDA_ARCHITECTURES names 90a).
@@ -105,11 +126,7 @@ cudaError_t LaunchFusedSplitKv(const FusedParams& params, const FusedSplitKv& pl
   extern template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);           \
   extern template cudaError_t LaunchFusedSplitKv<H>(const FusedParams&, const FusedSplitKv&,   \
                                                     FusedHalfType, cudaStream_t);
-ATTN_FUSED_DECLARE(32)
-ATTN_FUSED_DECLARE(64)
-ATTN_FUSED_DECLARE(96)
-ATTN_FUSED_DECLARE(128)
-ATTN_FUSED_DECLARE(256)
+ATTN_FUSED_HEAD_DIMS(ATTN_FUSED_DECLARE)
 #undef ATTN_FUSED_DECLARE
 
 }  // namespace attn

@@ -1,5 +1,5 @@
 // The `fused` backend's launchers: a head dim's compile-time instantiation of the mma.sync
-// kernel (fused_kernel.cuh), the Hopper wgmma kernel (fused_wgmma.cuh, head dims 64 and 128), the
+// kernel (fused_kernel.cuh), the Hopper wgmma kernel (fused_wgmma.cuh, WgmmaHeadDim), the
 // split-KV kernel (fused_split_kv.cuh) and the float32 kernel. Included only by the per-head-dim
 // fused_hdim<H>.cu files.
 #pragma once
@@ -15,7 +15,7 @@ cudaError_t LaunchFusedHalf(const FusedParams& p, FusedHalfType type, FusedPath 
                             cudaStream_t stream) {
   const bool bf16 = type == FusedHalfType::kBFloat16;
 #if defined(ATTN_FUSED_WGMMA)
-  if constexpr (kHeadDim == 64 || kHeadDim == 128) {
+  if constexpr (WgmmaHeadDim(kHeadDim)) {
     if (path == FusedPath::kWgmma) {
       using Traits = typename fused::WgmmaTileFor<kHeadDim>::Traits;
       return bf16 ? fused::LaunchWgmma<Traits, __nv_bfloat16>(p, stream)

@@ -27,7 +27,7 @@ namespace attn::fused {
 template <int kHeadDim_>
 struct SplitKvTraits {
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = kSplitKvWarps;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kTileKeys = kSplitKvTileKeys;
   static constexpr int kChunks = kHeadDim / 8;
@@ -48,7 +48,7 @@ struct SplitKvTraits {
 };
 
 template <typename Traits, typename T>
-__global__ void __launch_bounds__(Traits::kThreads, 2)
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kWarps == 4 ? 2 : 1)
     FusedSplitKvKernel(const FusedParams p, const FusedSplitKv plan) {
   using Ops = HalfOps<T>;
   constexpr int kHeadDim = Traits::kHeadDim, kTileKeys = Traits::kTileKeys;

@@ -1,6 +1,7 @@
 // The `fused` backend's Hopper kernel (sm_90a): FlashAttention's forward on warpgroup MMA
-// (wgmma), included by fused_hdim64.cu and fused_hdim128.cu beside the mma.sync kernel of
-// fused_kernel.cuh, whose helpers (cp.async, exp2, packing, the lazy rescale) it shares.
+// (wgmma), included by the fused_hdim<H>.cu of every head dim WgmmaHeadDim names, beside the
+// mma.sync kernel of fused_kernel.cuh, whose helpers (cp.async, exp2, packing, the lazy rescale) it
+// shares.
 //
 // One block of two warpgroups per (128-row query tile, head, batch); each warpgroup owns 64 rows:
 //  - Q, and K/V tiles of kBlockN keys (double-buffered, cp.async one tile ahead: tile j + 1's
@@ -23,40 +24,54 @@
 namespace attn::fused {
 
 // ---------------------------------------------------------------------------------------------
-// wgmma wrappers (sm_90a). d (m64nN, f32) = A * B (+ d): SS reads A and B through shared-memory
-// descriptors, RS takes A from registers (the mma.sync m16n8k16 A layout per warp, rows 16w..)
-// and B transposed (MN-major). `accumulate` 0 ignores d's old value. One macro per form defines
-// each shape's bf16 and fp16 instruction.
+// wgmma wrappers (sm_90a). d (m64nN, f32: N / 2 registers a thread) = A * B (+ d): SS reads A
+// and B through shared-memory descriptors, RS takes A from registers (the mma.sync m16n8k16 A
+// layout per warp, rows 16w..) and B transposed (MN-major). `accumulate` 0 ignores d's old value.
+// One macro per form defines a shape's bf16 and fp16 instruction: N is the key tile (64, 128)
+// for S and the head dim (64, 96, 128, 256) for O.
 
-template <typename T>
-__device__ void WgmmaSS64(float (&d)[32], uint64_t a_desc, uint64_t b_desc, int accumulate);
-template <typename T>
-__device__ void WgmmaSS128(float (&d)[64], uint64_t a_desc, uint64_t b_desc, int accumulate);
-template <typename T>
-__device__ void WgmmaRS64(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc);
-template <typename T>
-__device__ void WgmmaRS128(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc);
+template <int kN, typename T>
+__device__ void WgmmaSS(float (&d)[kN / 2], uint64_t a_desc, uint64_t b_desc, int accumulate);
+template <int kN, typename T>
+__device__ void WgmmaRS(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b_desc);
 
 // The accumulator: "{%0, ..., %R-1}" in the instruction and "+f"(d[i]) operands in the asm
 // (outputs are numbered first, so the other operands start at %R).
-#define ATTN_WGMMA_D32                                                             \
-  "{"                                                                              \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "         \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
-  "}"
-#define ATTN_WGMMA_D64                                                               \
-  "{"                                                                                \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"   \
-  "}"
+#define ATTN_WGMMA_D32                                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define ATTN_WGMMA_D48                                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+#define ATTN_WGMMA_D64                                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63}"
+#define ATTN_WGMMA_D128                                                                            \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "    \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "     \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "     \
+  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "     \
+  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "     \
+  "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, " \
+  "%109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, "     \
+  "%124, %125, %126, %127}"
 #define ATTN_WGMMA_OUT32(d)                                                                       \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
       "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
       "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
       "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define ATTN_WGMMA_OUT48(d)                                                                       \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
 #define ATTN_WGMMA_OUT64(d)                                                                       \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
@@ -67,11 +82,31 @@ __device__ void WgmmaRS128(float (&d)[64], const uint32_t (&a)[4], uint64_t b_de
       "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
       "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
       "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define ATTN_WGMMA_OUT128(d)                                                                      \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),  \
+      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]),  \
+      "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),  \
+      "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),  \
+      "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),  \
+      "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]),  \
+      "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]),          \
+      "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]),         \
+      "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]),         \
+      "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]),         \
+      "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
 // SS form: A_DESC, B_DESC and SCALE are the operand numbers after the accumulator.
 #define ATTN_WGMMA_SS(N, R, A_DESC, B_DESC, SCALE, CTYPE, PTX)                                     \
   template <>                                                                                      \
-  __device__ __forceinline__ void WgmmaSS##N<CTYPE>(float(&d)[R], uint64_t a_desc,                 \
+  __device__ __forceinline__ void WgmmaSS<N, CTYPE>(float(&d)[R], uint64_t a_desc,                 \
                                                     uint64_t b_desc, int accumulate) {             \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE                                         \
                  ", 0;\n"                                                                          \
@@ -83,7 +118,7 @@ __device__ void WgmmaRS128(float (&d)[64], const uint32_t (&a)[4], uint64_t b_de
 // RS form: A is four registers, B transposed; always accumulates.
 #define ATTN_WGMMA_RS(N, R, A0, A1, A2, A3, B_DESC, SCALE, CTYPE, PTX)                             \
   template <>                                                                                      \
-  __device__ __forceinline__ void WgmmaRS##N<CTYPE>(float(&d)[R], const uint32_t(&a)[4],           \
+  __device__ __forceinline__ void WgmmaRS<N, CTYPE>(float(&d)[R], const uint32_t(&a)[4],           \
                                                     uint64_t b_desc) {                             \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE                                         \
                  ", 0;\n"                                                                          \
@@ -94,19 +129,27 @@ __device__ void WgmmaRS128(float (&d)[64], const uint32_t (&a)[4], uint64_t b_de
   }
 
 ATTN_WGMMA_SS(64, 32, "%32", "%33", "%34", __nv_bfloat16, "bf16")
-ATTN_WGMMA_SS(64, 32, "%32", "%33", "%34", __half, "f16")
 ATTN_WGMMA_SS(128, 64, "%64", "%65", "%66", __nv_bfloat16, "bf16")
+ATTN_WGMMA_SS(64, 32, "%32", "%33", "%34", __half, "f16")
 ATTN_WGMMA_SS(128, 64, "%64", "%65", "%66", __half, "f16")
 ATTN_WGMMA_RS(64, 32, "%32", "%33", "%34", "%35", "%36", "%37", __nv_bfloat16, "bf16")
-ATTN_WGMMA_RS(64, 32, "%32", "%33", "%34", "%35", "%36", "%37", __half, "f16")
+ATTN_WGMMA_RS(96, 48, "%48", "%49", "%50", "%51", "%52", "%53", __nv_bfloat16, "bf16")
 ATTN_WGMMA_RS(128, 64, "%64", "%65", "%66", "%67", "%68", "%69", __nv_bfloat16, "bf16")
+ATTN_WGMMA_RS(256, 128, "%128", "%129", "%130", "%131", "%132", "%133", __nv_bfloat16, "bf16")
+ATTN_WGMMA_RS(64, 32, "%32", "%33", "%34", "%35", "%36", "%37", __half, "f16")
+ATTN_WGMMA_RS(96, 48, "%48", "%49", "%50", "%51", "%52", "%53", __half, "f16")
 ATTN_WGMMA_RS(128, 64, "%64", "%65", "%66", "%67", "%68", "%69", __half, "f16")
+ATTN_WGMMA_RS(256, 128, "%128", "%129", "%130", "%131", "%132", "%133", __half, "f16")
 #undef ATTN_WGMMA_SS
 #undef ATTN_WGMMA_RS
 #undef ATTN_WGMMA_D32
-#undef ATTN_WGMMA_D64
 #undef ATTN_WGMMA_OUT32
+#undef ATTN_WGMMA_D48
+#undef ATTN_WGMMA_OUT48
+#undef ATTN_WGMMA_D64
 #undef ATTN_WGMMA_OUT64
+#undef ATTN_WGMMA_D128
+#undef ATTN_WGMMA_OUT128
 
 __device__ __forceinline__ void WgmmaFence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -151,11 +194,14 @@ struct WgmmaTraits {
   static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
   static constexpr int kThreads = 256;
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
-  static constexpr int kKvBytes = kBlockN * kHeadDim * 2;
+  // A tile is ceil(H / 64) regions of 128-byte rows (the swizzle atom's width); H = 96 leaves
+  // the second region's rows half used.
+  static constexpr int kRegions = (kHeadDim + 63) / 64;
+  static constexpr int kQBytes = kBlockM * kRegions * 128;
+  static constexpr int kKvBytes = kBlockN * kRegions * 128;
   // + 1 KiB: the base is rounded up to the swizzle atom's 1024-byte alignment.
   static constexpr int kSmemBytes = kQBytes + 4 * kKvBytes + 1024;
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma N = head dim: 64 or 128");
+  static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "wgmma N = head dim: 64, 96, 128 or 256");
   static_assert(kBlockN == 64 || kBlockN == 128, "wgmma N = kBlockN: 64 or 128");
   static_assert(kMinBlocksPerSm * kSmemBytes <= 227 * 1024, "shared memory of the resident blocks");
 };
@@ -239,11 +285,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
           SwizzledDescriptor(s_q + (ks / 4) * (kBlockM * 128) + wg * 64 * 128 + k_offset, 16, 1024);
       const uint64_t b_desc =
           SwizzledDescriptor(s_k + buffer + (ks / 4) * (kBlockN * 128) + k_offset, 16, 1024);
-      if constexpr (kBlockN == 128) {
-        WgmmaSS128<T>(Flat(s), a_desc, b_desc, ks > 0);
-      } else {
-        WgmmaSS64<T>(Flat(s), a_desc, b_desc, ks > 0);
-      }
+      WgmmaSS<kBlockN, T>(Flat(s), a_desc, b_desc, ks > 0);
     }
     WgmmaCommit();
     // Tile j + 1's copies go out while the tensor cores compute S (they fill the other buffer).
@@ -276,11 +318,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint64_t b_desc = SwizzledDescriptor(s_v + buffer + kk * 16 * 128, kBlockN * 128, 1024);
-      if constexpr (kHeadDim == 128) {
-        WgmmaRS128<T>(Flat(o), pa[kk], b_desc);
-      } else {
-        WgmmaRS64<T>(Flat(o), pa[kk], b_desc);
-      }
+      WgmmaRS<kHeadDim, T>(Flat(o), pa[kk], b_desc);
     }
     WgmmaCommit();
     CpAsyncWait<0>();
@@ -326,6 +364,22 @@ struct WgmmaTileFor<128> {
 template <>
 struct WgmmaTileFor<64> {
   using Traits = WgmmaTraits<64, ATTN_FUSED_WGMMA_H64_BLOCK_N, ATTN_FUSED_WGMMA_H64_BLOCKS>;
+};
+// H = 96 as H = 128 (its tiles take the same shared memory: two 128-byte regions a row); H = 256:
+// one block per SM (192 KiB of tiles; O alone is 128 registers a thread).
+#ifndef ATTN_FUSED_WGMMA_H96_BLOCK_N
+#define ATTN_FUSED_WGMMA_H96_BLOCK_N 64
+#endif
+#ifndef ATTN_FUSED_WGMMA_H256_BLOCK_N
+#define ATTN_FUSED_WGMMA_H256_BLOCK_N 64
+#endif
+template <>
+struct WgmmaTileFor<96> {
+  using Traits = WgmmaTraits<96, ATTN_FUSED_WGMMA_H96_BLOCK_N, 2>;
+};
+template <>
+struct WgmmaTileFor<256> {
+  using Traits = WgmmaTraits<256, ATTN_FUSED_WGMMA_H256_BLOCK_N, 1>;
 };
 
 template <typename Traits, typename T>
