@@ -54,9 +54,13 @@ constexpr int64_t kSplitKvMaxRows = 64;
 
 // How the split-KV kernel cuts `p` for `multiprocessors` SMs. Packed rows go in blocks of up to
 // 64; the keys (up to the last query when causal) in `splits` ranges of whole tiles, at least two
-// tiles each. Blocks of one launch do equal work, so the time goes as the number of waves
-// (ceil(blocks / resident slots)) times the tiles a block streams plus about one tile of its own
-// start and merge; the cheapest split wins, the fewest splits on a tie (less to merge).
+// tiles each. Blocks of one launch do equal work, so the time goes as the waves of blocks
+// (ceil(blocks / lanes)) times the tiles a block streams plus about one tile of its own start
+// and merge; the cheapest split wins, the fewest splits on a tie (less to merge). Lanes: the
+// SMs for blocks of one row slice, whose time is the SM's share of memory bandwidth (H200,
+// 2026-12-04: B16 T1 S8192 at 1 or 2 splits 0.143-0.147 ms, 4 splits 0.149, 6 0.152; B1 S32768 at
+// 16 splits 0.050, 32 0.053, 64 0.071); the resident block slots for larger slices, whose
+// compute the second block of an SM hides.
 FusedSplitKv PlanSplitKv(const AttentionProblem& p, int multiprocessors) {
   FusedSplitKv plan;
   const int64_t rows = p.q_len * p.GroupSize();
@@ -66,15 +70,17 @@ FusedSplitKv PlanSplitKv(const AttentionProblem& p, int multiprocessors) {
   const int64_t kv_end = p.causal ? std::min(p.kv_len, p.q_len) : p.kv_len;
   const int64_t tiles = (kv_end + kSplitKvTileKeys - 1) / kSplitKvTileKeys;
   const int64_t blocks_per_split = p.batch * p.num_kv_heads * plan.row_groups;
-  const int64_t slots = std::max<int64_t>(
+  const int64_t lanes = std::max<int64_t>(
       1, int64_t{multiprocessors} *
-             SplitKvBlocksPerSm(static_cast<int>(p.head_dim), plan.row_tiles, plan.stages));
+             (plan.row_tiles == 1
+                  ? 1
+                  : SplitKvBlocksPerSm(static_cast<int>(p.head_dim), plan.row_tiles, plan.stages)));
   int64_t best_cost = std::numeric_limits<int64_t>::max(), best_tiles = tiles;
   const int64_t most_splits = std::clamp<int64_t>(tiles / 2, 1, kMaxGridYz);  // grid y
   for (int64_t splits = 1; splits <= most_splits; ++splits) {
     const int64_t per_split = (tiles + splits - 1) / splits;
     const int64_t used = (tiles + per_split - 1) / per_split;  // splits that have keys
-    const int64_t waves = (blocks_per_split * used + slots - 1) / slots;
+    const int64_t waves = (blocks_per_split * used + lanes - 1) / lanes;
     const int64_t cost = waves * (per_split + 1);
     if (cost < best_cost) best_cost = cost, best_tiles = per_split;
   }

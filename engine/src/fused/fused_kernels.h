@@ -53,15 +53,8 @@ struct FusedSplitKv {
 // them): 16 * row_tiles padded Q rows, `stages` K/V tile pairs of kSplitKvTileKeys keys (all but
 // one in flight while one is computed), and four warps' row statistics. Three stages where that
 // keeps as many blocks per SM as two (up to two: more warps hide the compute of 64-row blocks).
-// (ATTN_SPLIT_KV_* macros: variants built by bench/fused_variants.sh for side-by-side timing.)
-#ifndef ATTN_SPLIT_KV_TILE_KEYS
-#define ATTN_SPLIT_KV_TILE_KEYS 64
-#endif
-#ifndef ATTN_SPLIT_KV_WARPS
-#define ATTN_SPLIT_KV_WARPS 4
-#endif
-constexpr int kSplitKvTileKeys = ATTN_SPLIT_KV_TILE_KEYS;
-constexpr int kSplitKvWarps = ATTN_SPLIT_KV_WARPS;
+constexpr int kSplitKvTileKeys = 64;
+constexpr int kSplitKvWarps = 4;
 constexpr int kSmemPerSm = 228 * 1024;        // shared memory per SM on sm_80 to sm_90
 constexpr int kSmemPerBlockMax = 227 * 1024;  // the most one block may have
 constexpr int kSmemReservedPerBlock = 1024;   // taken by the system from each resident block

@@ -48,7 +48,7 @@ struct SplitKvTraits {
 };
 
 template <typename Traits, typename T>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kWarps == 4 ? 2 : 1)
+__global__ void __launch_bounds__(Traits::kThreads, 2)
     FusedSplitKvKernel(const FusedParams p, const FusedSplitKv plan) {
   using Ops = HalfOps<T>;
   constexpr int kHeadDim = Traits::kHeadDim, kTileKeys = Traits::kTileKeys;
