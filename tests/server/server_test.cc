@@ -209,6 +209,78 @@ TEST_F(ServerTest, AttendOutputEqualsTheFloat64Reference) {
   EXPECT_GE(resp.timings().total_seconds(), resp.timings().device_seconds());
 }
 
+// kv_lens travel with the request, reach the device with Q, K and V, and mask each batch
+// element's keys: the output is the float64 reference of the same lengths (causal on top).
+TEST_F(ServerTest, AttendWithKvLensEqualsTheReference) {
+  auto p = AttentionProblem::SelfAttention(3, 5, 4, 32, DType::kFloat16, true, 2);
+  p.kv_len = 40;
+  p.kv_lens = {1, 40, 17};
+  const auto in = ::attn::testing::RandomInputs(p, 8);
+  v1::AttendRequest req;
+  *req.mutable_shape() = MakeShape(3, 5, 4, 32, 2);
+  req.mutable_shape()->set_kv_len(40);
+  req.set_dtype(v1::FLOAT16);
+  req.set_causal(true);
+  req.mutable_kv_lens()->Add(p.kv_lens.begin(), p.kv_lens.end());
+  auto* t = req.mutable_tensors();
+  t->set_q(std::string(in.q.bytes.begin(), in.q.bytes.end()));
+  t->set_k(std::string(in.k.bytes.begin(), in.k.bytes.end()));
+  t->set_v(std::string(in.v.bytes.begin(), in.v.bytes.end()));
+  grpc::ClientContext ctx;
+  v1::AttendResponse resp;
+  const grpc::Status s = stub_->Attend(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::vector<uint8_t> bytes(resp.output().begin(), resp.output().end());
+  const auto ref = ::attn::testing::Reference(in);
+  const auto cmp = Compare(Decode(bytes, p.dtype), ref, ToleranceFor(p.dtype));
+  EXPECT_TRUE(cmp.within) << cmp.ToString();
+  // And the lengths mattered: without them the output differs.
+  auto dense = in;
+  dense.problem.kv_lens.clear();
+  EXPECT_FALSE(
+      Compare(Decode(bytes, p.dtype), ::attn::testing::Reference(dense), ToleranceFor(p.dtype))
+          .within);
+}
+
+// A benchmark case carries its lengths to the runner and back (CaseStarted, CaseResult), is
+// checked against the reference with them, and reports its effective K/V bandwidth.
+TEST_F(ServerTest, BenchmarkCasesCarryKvLens) {
+  v1::RunBenchmarkRequest req;
+  auto* c = req.mutable_cases()->add_cases();
+  c->set_section("decode");
+  *c->mutable_shape() = MakeShape(4, 1, 8, 64, 2);
+  c->mutable_shape()->set_kv_len(300);
+  c->set_dtype(v1::BFLOAT16);
+  c->set_backend("cpu");
+  for (int32_t len : {1, 300, 77, 150}) c->add_kv_lens(len);
+  req.mutable_options()->set_repeats(3);
+  req.mutable_options()->set_check_numerics(true);
+  grpc::ClientContext ctx;
+  auto reader = stub_->RunBenchmark(&ctx, req);
+  std::vector<v1::RunBenchmarkEvent> events;
+  for (v1::RunBenchmarkEvent e; reader->Read(&e);) events.push_back(e);
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[1].case_started().case_().kv_lens_size(), 4);
+  const v1::CaseResult& r = events[2].result();
+  ASSERT_EQ(r.status(), grpc::OK) << r.message();
+  EXPECT_EQ(std::vector<int32_t>(r.case_().kv_lens().begin(), r.case_().kv_lens().end()),
+            (std::vector<int32_t>{1, 300, 77, 150}));
+  EXPECT_LE(r.max_abs_error(), ToleranceFor(DType::kBFloat16).atol * 2) << r.numerics();
+  // K and V of 528 rows, 2 heads of 64 bf16 each.
+  const double kv_bytes = 2.0 * 528 * 2 * 64 * 2;
+  EXPECT_NEAR(r.kv_gbps(), kv_bytes / (r.stats().median_ms() * 1e6), r.kv_gbps() * 1e-9);
+  // A bad length is the case's field and the rule.
+  c->set_kv_lens(2, 301);
+  grpc::ClientContext bad_ctx;
+  auto bad = stub_->RunBenchmark(&bad_ctx, req);
+  for (v1::RunBenchmarkEvent e; bad->Read(&e);) {
+  }
+  const grpc::Status s = bad->Finish();
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "cases[0].kv_lens[2] = 301 is outside 1..S (S = 300)");
+}
+
 TEST_F(ServerTest, GeneratedInputsAreReproducibleFromTheSeed) {
   auto attend = [&](uint64_t seed, const v1::Tensors* tensors) {
     v1::AttendRequest req;
@@ -413,6 +485,16 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
        "inputs: set either tensors"},
       {"backend", [](auto& r) { r.set_backend("flashy"); }, grpc::INVALID_ARGUMENT,
        "backend: unknown backend 'flashy'"},
+      {"kv_lens count",
+       [](auto& r) {
+         r.add_kv_lens(4);
+         r.add_kv_lens(4);
+       },
+       grpc::INVALID_ARGUMENT, "kv_lens has 2 values; B = 1 (one per batch element, or none)"},
+      {"kv_lens range", [](auto& r) { r.add_kv_lens(17); }, grpc::INVALID_ARGUMENT,
+       "kv_lens[0] = 17 is outside 1..S (S = 16)"},
+      {"kv_lens zero", [](auto& r) { r.add_kv_lens(0); }, grpc::INVALID_ARGUMENT,
+       "kv_lens[0] = 0 is outside 1..S (S = 16)"},
       {"unsupported", [](auto& r) { r.set_backend("naive"); }, grpc::FAILED_PRECONDITION, "naive"},
       {"output size",
        [](auto& r) {
