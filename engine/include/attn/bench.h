@@ -28,7 +28,8 @@ struct BenchCase {
 
 // The named suites: "codelab" (the codelab's tables: sequence and batch sweeps, MHA/GQA/MQA,
 // causal sweep, correctness rows) and "large" (datacenter GPUs: B=4, N=16, H=128, T up to 8192,
-// and GQA with N=32). On a CPU device every table is measured with the cpu backend instead of
+// GQA with N=32, and decode: B 1..64, T 1 (16 at B16), S 1024..32768, N32 K8 H128, also with
+// ragged kv_lens). On a CPU device every table is measured with the cpu backend instead of
 // the GPU implementations. InvalidArgument for other names.
 absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name,
                                                    const DeviceInfo& device);
