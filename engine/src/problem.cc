@@ -33,15 +33,16 @@ std::string AttentionProblem::ToString() const {
                                   num_heads, num_kv_heads, head_dim, DTypeName(dtype));
   if (causal) absl::StrAppend(&s, " causal");
   if (scale.has_value()) absl::StrAppend(&s, absl::StrFormat(" scale=%g", *scale));
-  if (kv_lens.empty()) return s;
-  if (kv_lens.size() <= 8) {
-    absl::StrAppend(&s, " kv_lens=[", absl::StrJoin(kv_lens, ","), "]");
-  } else {
-    const auto [lo, hi] = std::minmax_element(kv_lens.begin(), kv_lens.end());
-    absl::StrAppend(&s, *lo == *hi ? absl::StrCat(" kv_lens=[all ", *lo, "]")
-                                   : absl::StrCat(" kv_lens=[", *lo, "..", *hi, "] ragged"));
-  }
+  if (!kv_lens.empty()) absl::StrAppend(&s, " kv_lens=", KvLensLabel(kv_lens));
   return s;
+}
+
+std::string KvLensLabel(const std::vector<int32_t>& kv_lens) {
+  if (kv_lens.empty()) return "";
+  if (kv_lens.size() <= 8) return absl::StrCat("[", absl::StrJoin(kv_lens, ","), "]");
+  const auto [lo, hi] = std::minmax_element(kv_lens.begin(), kv_lens.end());
+  return *lo == *hi ? absl::StrCat("[all ", *lo, "]")
+                    : absl::StrCat("[", *lo, "..", *hi, "] ragged");
 }
 
 int64_t QueryElements(const AttentionProblem& p) {

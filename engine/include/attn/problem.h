@@ -52,10 +52,13 @@ struct AttentionProblem {
   // Keys batch element b attends to: kv_lens[b], or S without kv_lens.
   int64_t KvLenAt(int64_t b) const { return kv_lens.empty() ? kv_len : kv_lens[b]; }
 
-  // "B=4 T=1024 S=1024 N=8 K=8 H=64 bfloat16 causal", plus " kv_lens=[1,5,8192]" (B <= 8) or
-  // " kv_lens=[1..8192] ragged" (the least and the most; "[all 4096]" when they are equal).
+  // "B=4 T=1024 S=1024 N=8 K=8 H=64 bfloat16 causal", plus " kv_lens=" KvLensLabel when set.
   std::string ToString() const;
 };
+
+// The lengths in a few characters: "[1,5,8192]" for up to 8 values, else "[1..8192] ragged" (the
+// least and the most) or "[all 4096]"; empty for none. ToString and the clients' tables use it.
+std::string KvLensLabel(const std::vector<int32_t>& kv_lens);
 
 // Element counts of each tensor. Valid only after ValidateProblem succeeded (which proves
 // that none of them overflows int64).
