@@ -135,6 +135,8 @@ TEST_P(KvLensVersusReference, WithinTheDtypesTolerance) {
   const Inputs in = RandomInputs(p, 31);
   const bool cpu = std::string(backend) == "cpu";
   auto out = cpu ? RunOnCpu(in) : RunOnGpu(in, backend);
+  // cuDNN knows whether it has an engine only when it builds the plan.
+  if (IsUnsupported(out.status())) GTEST_SKIP() << out.status().message();
   ASSERT_TRUE(out.ok()) << p.ToString() << ": " << out.status();
   const std::vector<double> ref = Reference(in);
   const Comparison c = Compare(*out, ref, ToleranceFor(dtype));
