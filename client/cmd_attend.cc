@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "attention/v1/attention.grpc.pb.h"
 #include "attn/inputs.h"
+#include "attn/kv_lens.h"
 #include "attn/reference.h"
 #include "attn/tensor.h"
 #include "client/commands.h"
@@ -94,9 +95,9 @@ absl::StatusOr<std::vector<float>> Reference(const Inputs& in, double scale) {
   std::vector<double> scratch(static_cast<size_t>(*scratch_bytes) / sizeof(double));
   // The output in the inputs' dtype would round the reference: widen it to float32.
   std::vector<float> out(static_cast<size_t>(QueryElements(p)));
-  AttentionTensors t =
-      PackedTensors(p, MemoryKind::kHost, const_cast<char*>(in.q.data()),
-                    const_cast<char*>(in.k.data()), const_cast<char*>(in.v.data()), nullptr);
+  AttentionTensors t = PackedTensors(p, MemoryKind::kHost, const_cast<char*>(in.q.data()),
+                                     const_cast<char*>(in.k.data()), const_cast<char*>(in.v.data()),
+                                     nullptr, p.kv_lens.empty() ? nullptr : p.kv_lens.data());
   t.out = TensorView::Contiguous(out.data(), static_cast<int64_t>(out.size() * sizeof(float)),
                                  DType::kFloat32, MemoryKind::kHost, p.batch, p.q_len, p.num_heads,
                                  p.head_dim);
@@ -118,6 +119,7 @@ std::vector<OptionSpec> AttendSpecs() {
       {"head_dim", "H", "64", "head dimension"},
       {"dtype", "DTYPE", "bfloat16", "float32, bfloat16 or float16"},
       {"causal", "", "", "top-left causal mask (query t sees keys s <= t)"},
+      {"kv_lens", "LENS", "", KvLensSpec::Help()},
       {"scale", "X", "0", "softmax scale; 0: 1/sqrt(H)"},
       {"backend", "NAME", "auto", "a backend from `attn-client info`, or auto"},
       {"seed", "N", "0", "the server generates the inputs from this seed (unless --q/--k/--v)"},
@@ -156,6 +158,11 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
                                                  dims[4]);
     if (dims[2] > 0) in.problem.kv_len = dims[2];
   }
+  auto kv_lens = KvLensSpec::Parse(args.Get("kv_lens"), "--kv-lens");
+  if (!kv_lens.ok()) return Fail(kExitUsage, std::string(kv_lens.status().message()));
+  auto lens = kv_lens->Lengths(in.problem.batch, in.problem.kv_len, static_cast<uint64_t>(*seed));
+  if (!lens.ok()) return Fail(kExitUsage, std::string(lens.status().message()));
+  in.problem.kv_lens = *std::move(lens);
   const bool check = args.GetBool("check");
   if (check) {
     if (auto s = ValidateProblem(in.problem); !s.ok())
@@ -186,6 +193,7 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
   req.set_scale(*scale);
   req.set_backend(args.Get("backend"));
   req.set_client_id(common.client_id);
+  req.mutable_kv_lens()->Add(in.problem.kv_lens.begin(), in.problem.kv_lens.end());
   if (!in.q.empty()) {
     req.mutable_tensors()->set_q(in.q);
     req.mutable_tensors()->set_k(in.k);

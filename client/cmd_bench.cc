@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "attention/v1/attention.grpc.pb.h"
+#include "attn/kv_lens.h"
 #include "client/commands.h"
 #include "client/progress.h"
 #include "client/render.h"
@@ -84,6 +85,14 @@ absl::StatusOr<Job> BuildJob(const ParsedArgs& args, const v1::ServerInfo& info)
   for (const auto* list : {&seq, &batch, &heads, &head_dims}) {
     if (!list->ok()) return list->status();
   }
+  auto kv_len = args.GetInt("kv_len");
+  if (!kv_len.ok() || *kv_len < 0)
+    return absl::InvalidArgumentError("--kv-len: expected an integer >= 0 (0: S = T)");
+  auto kv_lens = KvLensSpec::Parse(args.Get("kv_lens"), "--kv-lens");
+  if (!kv_lens.ok()) return kv_lens.status();
+  auto seed = args.GetInt("seed");
+  if (!seed.ok() || *seed < 0)
+    return absl::InvalidArgumentError("--seed: expected an integer >= 0");
   std::vector<int64_t> kv_heads = {0};
   if (args.Has("kv_heads")) {
     auto k = args.GetIntList("kv_heads");
@@ -127,16 +136,24 @@ absl::StatusOr<Job> BuildJob(const ParsedArgs& args, const v1::ServerInfo& info)
         for (int64_t k : kv_heads) {
           for (int64_t h : *head_dims) {
             for (int64_t t : *seq) {
+              const int64_t s_len = *kv_len > 0 ? *kv_len : t;
+              // The same lengths for every case of a (B, S): backends compare on equal work.
+              auto lens = kv_lens->Lengths(b, s_len, static_cast<uint64_t>(*seed));
+              if (!lens.ok()) return lens.status();
               for (v1::DType dt : dtypes) {
                 for (const auto& backend : backends) {
                   v1::BenchmarkCase bc;
-                  bc.set_section(absl::StrCat(sweep_t ? "" : absl::StrCat("T=", t, " "),
-                                              sweep_b ? "" : absl::StrCat("B=", b, " "), "N=", n,
-                                              k > 0 ? absl::StrCat(" K=", k) : "", " H=", h,
-                                              cz ? " causal" : ""));
+                  bc.set_section(absl::StrCat(
+                      sweep_t ? "" : absl::StrCat("T=", t, " "),
+                      *kv_len > 0 ? absl::StrCat("S=", *kv_len, " ") : "",
+                      sweep_b ? "" : absl::StrCat("B=", b, " "), "N=", n,
+                      k > 0 ? absl::StrCat(" K=", k) : "", " H=", h, cz ? " causal" : "",
+                      kv_lens->empty() ? "" : absl::StrCat(" kv_lens=", args.Get("kv_lens"))));
                   v1::Shape* s = bc.mutable_shape();
                   s->set_batch(b);
                   s->set_q_len(t);
+                  s->set_kv_len(*kv_len);
+                  bc.mutable_kv_lens()->Add(lens->begin(), lens->end());
                   s->set_num_heads(n);
                   s->set_num_kv_heads(k);
                   s->set_head_dim(h);
@@ -353,7 +370,9 @@ class Dispatcher {
 std::vector<OptionSpec> BenchSpecs() {
   return {
       {"suite", "NAME", "", "a suite the server names (codelab, large); else the axes below"},
-      {"seq_lens", "LIST", "128", "query lengths T (S = T)"},
+      {"seq_lens", "LIST", "128", "query lengths T (S = T unless --kv-len)"},
+      {"kv_len", "S", "0", "key/value positions S of every case; 0: S = T"},
+      {"kv_lens", "LENS", "", KvLensSpec::Help()},
       {"batch_sizes", "LIST", "4", "batch sizes B"},
       {"heads", "LIST", "8", "query heads N"},
       {"kv_heads", "LIST", "", "key/value heads K (default: K = N); N % K must be 0"},

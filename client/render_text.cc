@@ -69,21 +69,27 @@ TextTable Variants(const SectionView& s) {
 TextTable List(const SectionView& s) {
   TextTable t;
   t.title = s.title;
-  t.headers = {"Backend",   "Problem",    "Median (ms)", "TFLOP/s",
-               "Max |err|", "Rel L2 err", "Reference"};
+  // Decode-like sections add the effective K/V bandwidth beside TFLOP/s (ReadsKeyValues).
+  const bool kv = ReadsKeyValues(s);
+  t.headers = {"Backend", "Problem", "Median (ms)", "TFLOP/s"};
+  if (kv) t.headers.push_back("K/V GB/s");
+  for (const char* h : {"Max |err|", "Rel L2 err", "Reference"}) t.headers.push_back(h);
   t.right_aligned = {false, false, true, true, true, true, false};
+  if (kv) t.right_aligned.insert(t.right_aligned.begin() + 4, true);
   std::set<std::string> seen;
   for (const CaseRecord* c : s.cases) {
     const v1::CaseResult& r = c->result;
     const std::string label = SeriesLabel(r);
-    if (!IsOk(*c)) {
-      t.rows.push_back(
-          {label, ProblemLabel(r.case_()), Cell(c, t.notes, seen, label), "", "", "", ""});
-      continue;
+    std::vector<std::string> row = {label, ProblemLabel(r.case_()), Cell(c, t.notes, seen, label)};
+    if (IsOk(*c)) {
+      row.push_back(absl::StrFormat("%.2f", r.tflops()));
+      if (kv) row.push_back(absl::StrFormat("%.1f", r.kv_gbps()));
+      for (std::string cell :
+           {FormatError(r.max_abs_error()), FormatError(r.rel_l2_error()), r.numerics()})
+        row.push_back(std::move(cell));
     }
-    t.rows.push_back({label, ProblemLabel(r.case_()), Cell(c, t.notes, seen, label),
-                      absl::StrFormat("%.2f", r.tflops()), FormatError(r.max_abs_error()),
-                      FormatError(r.rel_l2_error()), r.numerics()});
+    row.resize(t.headers.size());
+    t.rows.push_back(std::move(row));
   }
   return t;
 }

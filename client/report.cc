@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "attn/problem.h"
 #include "proto/status.h"
 
 namespace attn::client {
@@ -72,10 +73,23 @@ std::string KShape(const v1::Shape& s) {
   return absl::StrCat("(", s.batch(), ", ", KvLen(s), ", ", KvHeads(s), ", ", s.head_dim(), ")");
 }
 
+std::string KvLensOf(const v1::BenchmarkCase& c) {
+  return KvLensLabel(std::vector<int32_t>(c.kv_lens().begin(), c.kv_lens().end()));
+}
+
 std::string ProblemLabel(const v1::BenchmarkCase& c) {
   const v1::Shape& s = c.shape();
   return absl::StrCat("B", s.batch(), " T", s.q_len(), " S", KvLen(s), " N", s.num_heads(), " K",
-                      KvHeads(s), " H", s.head_dim(), c.causal() ? " causal" : "");
+                      KvHeads(s), " H", s.head_dim(), c.causal() ? " causal" : "",
+                      c.kv_lens().empty() ? "" : " kv_lens=", KvLensOf(c));
+}
+
+bool ReadsKeyValues(const SectionView& section) {
+  for (const CaseRecord* c : section.cases) {
+    const v1::BenchmarkCase& bc = c->result.case_();
+    if (!bc.kv_lens().empty() || KvLen(bc.shape()) > bc.shape().q_len()) return true;
+  }
+  return false;
 }
 
 std::string SeriesLabel(const v1::CaseResult& r) {
@@ -96,6 +110,7 @@ namespace {
 
 struct Varying {
   bool b = false, t = false, s_follows_t = true, n = false, k = false, h = false, causal = false;
+  bool kv_lens = false;  // a case has per-sequence lengths: each row must show its own
 };
 
 Varying FindVarying(const std::vector<const CaseRecord*>& cases) {
@@ -111,6 +126,7 @@ Varying FindVarying(const std::vector<const CaseRecord*>& cases) {
     h.insert(s.head_dim());
     causal.insert(c->result.case_().causal());
     if (KvLen(s) != s.q_len()) v.s_follows_t = false;
+    if (!c->result.case_().kv_lens().empty()) v.kv_lens = true;
   }
   v.b = b.size() > 1;
   v.t = t.size() > 1;
@@ -171,7 +187,7 @@ std::vector<SectionView> Sections(const std::vector<CaseRecord>& cases) {
   }
   for (auto& section : out) {
     const Varying v = FindVarying(section.cases);
-    const bool others = v.n || v.h || v.causal;
+    const bool others = v.n || v.h || v.causal || v.kv_lens;
     if (v.t && v.s_follows_t && !v.b && !v.k && !others)
       section.kind = SectionKind::kSeqSweep;
     else if (v.b && !v.t && !v.k && !others)

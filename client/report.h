@@ -81,8 +81,13 @@ std::vector<const CaseRecord*> DefaultShapeCases(const std::vector<CaseRecord>& 
 // "(4, 128, 8, 64)": Q's shape (B, T, N, H); KShape gives (B, S, K, H).
 std::string QShape(const v1::Shape& s);
 std::string KShape(const v1::Shape& s);
-// "B4 T128 S128 N8 K8 H64", plus " causal".
+// "B4 T128 S128 N8 K8 H64", plus " causal" and " kv_lens=[1..8192] ragged" (KvLensLabel).
 std::string ProblemLabel(const v1::BenchmarkCase& c);
+// The case's kv_lens as KvLensLabel writes them; empty without.
+std::string KvLensOf(const v1::BenchmarkCase& c);
+// Whether a section's cases are bound by reading K and V (queries shorter than the keys, or
+// kv_lens: decode): their tables add the effective K/V bandwidth (CaseResult.kv_gbps).
+bool ReadsKeyValues(const SectionView& section);
 std::string DTypeLabel(v1::DType d);  // "float32"
 
 // Milliseconds with 3-4 significant digits: "0.0123", "1.234", "123.4".

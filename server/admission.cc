@@ -22,7 +22,7 @@ int64_t CheckHostBytes(const AttentionProblem& p) {
   const int64_t e = DTypeSize(p.dtype);
   const int64_t q = QueryElements(p), kv = KeyValueElements(p);
   const int64_t outputs = 3 * q * e;
-  if (AttentionFlops(p) <= kMaxNumericsFlops) {
+  if (NumericsOnHost(p)) {
     return outputs + (q + 2 * kv) * (4 + 8) + std::max(q, kv) * e + q * 4;
   }
   return outputs + q * 4;
@@ -37,8 +37,8 @@ std::string Cost::ToString() const {
 
 Cost CallCost(const AttentionProblem& p, const Backend& backend, const Throughputs& t) {
   Cost c;
-  c.flops = AttentionFlops(p);
-  c.bytes = AttentionMinBytes(p);
+  c.flops = AttentionFlops(WithAllKeys(p));
+  c.bytes = AttentionMinBytes(WithAllKeys(p));
   c.seconds = c.longest_call_seconds = t.CallSeconds(backend.name(), p);
   return c;
 }
@@ -62,8 +62,8 @@ Cost CaseCost(const AttentionProblem& p, const Backend& backend, const BenchOpti
     double reference = 0;
     AttentionProblem f32 = p;
     f32.dtype = DType::kFloat32;
-    if (AttentionFlops(p) <= kMaxNumericsFlops) {
-      reference = AttentionFlops(p) / t.host_reference_flops_per_second();
+    if (NumericsOnHost(p)) {
+      reference = AttentionFlops(WithAllKeys(p)) / t.host_reference_flops_per_second();
     } else {
       reference = t.CallSeconds("naive", f32);
     }
@@ -88,8 +88,8 @@ absl::Status AdmitCall(const std::string& what, const AttentionProblem& p, const
         "%s: a call of %s on %s costs %s; its longest call is "
         "est. %.3g s of device time at the rates measured at start-up (%s: %.3g GFLOP/s), over "
         "--max_call_seconds=%g; use a smaller shape or a faster backend",
-        what, p.ToString(), backend.name(), Flops(AttentionFlops(p)), cost.longest_call_seconds,
-        backend.name(), rate / 1e9, limits.max_call_seconds));
+        what, p.ToString(), backend.name(), Flops(AttentionFlops(WithAllKeys(p))),
+        cost.longest_call_seconds, backend.name(), rate / 1e9, limits.max_call_seconds));
   }
   if (!backend.checks_stop_while_running()) {
     const double piece = LargestPieceFlops(p, PieceFlops(backend, p.dtype, t)) / rate;

@@ -51,7 +51,9 @@ struct Cost {
   std::string ToString() const;
 };
 
-// One call of `backend` on `p`: its FLOPs, bytes and estimated time.
+// One call of `backend` on `p`: its FLOPs, bytes and estimated time. Every key is counted
+// (WithAllKeys): with kv_lens the estimate is that of the problem without, an upper bound for
+// any lengths (naive computes every score whatever they are).
 Cost CallCost(const AttentionProblem& p, const Backend& backend, const Throughputs& t);
 
 // A benchmark case run with `options` as the runner runs it: warm-up up to half the case budget,

@@ -239,6 +239,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
     out->set_budget_cut(r.budget_cut);
     out->set_tflops(r.tflops);
     out->set_gbps(r.gbps);
+    out->set_kv_gbps(r.kv_gbps);
     out->set_workspace_bytes(r.workspace_bytes);
     out->set_peak_arena_bytes(r.peak_arena_bytes);
     out->set_timing(r.timing);

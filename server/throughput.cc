@@ -111,8 +111,9 @@ double Throughputs::FlopsPerSecond(const std::string& backend, DType dtype) cons
 }
 
 double Throughputs::CallSeconds(const std::string& backend, const AttentionProblem& p) const {
-  return std::max(AttentionFlops(p) / FlopsPerSecond(backend, p.dtype),
-                  AttentionMinBytes(p) / copy_bytes_per_second_);
+  const AttentionProblem all = WithAllKeys(p);
+  return std::max(AttentionFlops(all) / FlopsPerSecond(backend, p.dtype),
+                  AttentionMinBytes(all) / copy_bytes_per_second_);
 }
 
 std::string Throughputs::ToString() const {

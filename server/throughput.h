@@ -27,7 +27,8 @@ class Throughputs {
   double host_reference_flops_per_second() const { return host_reference_; }
 
   // Estimated device seconds of one call: its FLOPs at the backend's rate or its fewest bytes at
-  // the copy bandwidth, whichever is longer.
+  // the copy bandwidth, whichever is longer, with every key counted (WithAllKeys: kv_lens never
+  // lower the estimate).
   double CallSeconds(const std::string& backend, const AttentionProblem& p) const;
 
   // "cudnn bfloat16 312.4 TFLOP/s, ...": what was measured, for the start-up log.

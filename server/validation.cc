@@ -36,6 +36,7 @@ v1::BenchmarkCase CaseToProto(const BenchCase& c) {
   out.set_dtype(DTypeToProto(c.problem.dtype));
   out.set_causal(c.problem.causal);
   out.set_backend(c.backend);
+  out.mutable_kv_lens()->Add(c.problem.kv_lens.begin(), c.problem.kv_lens.end());
   return out;
 }
 
@@ -101,6 +102,18 @@ absl::StatusOr<AttentionProblem> ProblemFromProto(const v1::Shape& shape, v1::DT
   return p;
 }
 
+absl::Status SetKvLens(const google::protobuf::RepeatedField<int32_t>& kv_lens,
+                       const std::string& field, AttentionProblem& p) {
+  p.kv_lens.assign(kv_lens.begin(), kv_lens.end());
+  // The engine's rule (count and range), its message under the request's field name:
+  // "cases[2].kv_lens[3] = 0 is outside 1..S (S = 8192)".
+  if (auto s = ValidateKvLens(p); !s.ok()) {
+    return absl::InvalidArgumentError(field.empty() ? std::string(s.message())
+                                                    : absl::StrCat(field, ".", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateBackendName(const std::string& name, const std::string& field) {
   if (name.empty() || name == kAutoBackend) return absl::OkStatus();
   const BackendRegistry& registry = BackendRegistry::Default();
@@ -116,6 +129,7 @@ absl::StatusOr<AttentionProblem> ValidateAttend(const v1::AttendRequest& request
   auto p =
       ProblemFromProto(request.shape(), request.dtype(), request.causal(), request.scale(), "");
   if (!p.ok()) return p.status();
+  if (auto s = SetKvLens(request.kv_lens(), "", *p); !s.ok()) return s;
   if (auto s = ValidateBackendName(request.backend(), "backend"); !s.ok()) return s;
   const int64_t e = DTypeSize(p->dtype);
   const int64_t q_bytes = QueryElements(*p) * e, kv_bytes = KeyValueElements(*p) * e;
@@ -216,6 +230,7 @@ absl::StatusOr<JobCases> BenchCasesFromRequest(const v1::RunBenchmarkRequest& re
       const std::string field = absl::StrFormat("cases[%d]", i);
       auto p = ProblemFromProto(c.shape(), c.dtype(), c.causal(), 0, field);
       if (!p.ok()) return p.status();
+      if (auto s = SetKvLens(c.kv_lens(), field, *p); !s.ok()) return s;
       if (auto s = ValidateBackendName(c.backend(), field + ".backend"); !s.ok()) return s;
       cases.push_back(
           {c.section(), *p, c.backend().empty() ? std::string(kAutoBackend) : c.backend()});

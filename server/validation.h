@@ -26,9 +26,15 @@ absl::StatusOr<AttentionProblem> ProblemFromProto(const attention::v1::Shape& sh
                                                   attention::v1::DType dtype, bool causal,
                                                   double scale, const std::string& field);
 
-// An Attend request: its problem, the backend name (known to this engine, or auto/empty), the
-// inputs (tensors whose byte counts match the shape and dtype, or a seed), and the request and
-// output sizes against max_request_bytes.
+// Sets p.kv_lens from a request's kv_lens field, checked by the engine's rule (ValidateKvLens:
+// none, or B values each in 1..S); InvalidArgument prefixed with `field` ("cases[2]"), e.g.
+// "cases[2].kv_lens[3] = 9000 is outside 1..S (S = 8192)".
+absl::Status SetKvLens(const google::protobuf::RepeatedField<int32_t>& kv_lens,
+                       const std::string& field, AttentionProblem& p);
+
+// An Attend request: its problem (with kv_lens), the backend name (known to this engine, or
+// auto/empty), the inputs (tensors whose byte counts match the shape and dtype, or a seed), and the
+// request and output sizes against max_request_bytes.
 absl::StatusOr<AttentionProblem> ValidateAttend(const attention::v1::AttendRequest& request,
                                                 const RequestLimits& limits);
 

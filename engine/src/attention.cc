@@ -25,8 +25,10 @@ struct Cut {
   int64_t batch, heads, rows;
 };
 
+// Cuts by the FLOPs of every key (WithAllKeys): with kv_lens, a piece of batch elements with the
+// longest lengths then stays within max_flops too, and the pieces do not depend on the lengths.
 Cut ChooseCut(const AttentionProblem& p, double max_flops) {
-  const double whole = AttentionFlops(p);
+  const double whole = AttentionFlops(WithAllKeys(p));
   if (max_flops <= 0 || whole <= max_flops) return {p.batch, p.num_heads, p.q_len};
   // Unmasked: bands of query rows across every batch and head first, so each piece still has
   // B * N * rows / 64 tiles to fill a GPU (a piece of one head's rows would be a few blocks).
@@ -78,7 +80,7 @@ std::vector<Piece> PlanPieces(const AttentionProblem& p, double max_flops) {
 
 double LargestPieceFlops(const AttentionProblem& p, double max_flops) {
   const Cut cut = ChooseCut(p, max_flops);
-  return AttentionFlops(PieceProblem(p, {0, cut.batch, 0, cut.heads, 0, cut.rows}));
+  return AttentionFlops(WithAllKeys(PieceProblem(p, {0, cut.batch, 0, cut.heads, 0, cut.rows})));
 }
 
 AttentionProblem PieceProblem(const AttentionProblem& p, const Piece& piece) {
@@ -87,6 +89,9 @@ AttentionProblem PieceProblem(const AttentionProblem& p, const Piece& piece) {
   sub.num_heads = piece.n1 - piece.n0;
   sub.num_kv_heads = std::max<int64_t>(1, sub.num_heads / p.GroupSize());
   sub.q_len = piece.t1 - piece.t0;
+  if (!p.kv_lens.empty()) {
+    sub.kv_lens.assign(p.kv_lens.begin() + piece.b0, p.kv_lens.begin() + piece.b1);
+  }
   return sub;
 }
 
@@ -107,7 +112,8 @@ AttentionTensors PieceTensors(const AttentionProblem& p, const AttentionTensors&
   return {view(t.q, piece.t0, piece.n0, sub.q_len, sub.num_heads),
           view(t.k, 0, kv_head, sub.kv_len, sub.num_kv_heads),
           view(t.v, 0, kv_head, sub.kv_len, sub.num_kv_heads),
-          view(t.out, piece.t0, piece.n0, sub.q_len, sub.num_heads)};
+          view(t.out, piece.t0, piece.n0, sub.q_len, sub.num_heads),
+          t.kv_lens == nullptr ? nullptr : t.kv_lens + piece.b0};
 }
 
 absl::Status RunAttention(const Backend& backend, const AttentionProblem& problem,

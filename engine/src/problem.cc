@@ -1,10 +1,12 @@
 #include "attn/problem.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace attn {
 
@@ -31,7 +33,16 @@ std::string AttentionProblem::ToString() const {
                                   num_heads, num_kv_heads, head_dim, DTypeName(dtype));
   if (causal) absl::StrAppend(&s, " causal");
   if (scale.has_value()) absl::StrAppend(&s, absl::StrFormat(" scale=%g", *scale));
+  if (!kv_lens.empty()) absl::StrAppend(&s, " kv_lens=", KvLensLabel(kv_lens));
   return s;
+}
+
+std::string KvLensLabel(const std::vector<int32_t>& kv_lens) {
+  if (kv_lens.empty()) return "";
+  if (kv_lens.size() <= 8) return absl::StrCat("[", absl::StrJoin(kv_lens, ","), "]");
+  const auto [lo, hi] = std::minmax_element(kv_lens.begin(), kv_lens.end());
+  return *lo == *hi ? absl::StrCat("[all ", *lo, "]")
+                    : absl::StrCat("[", *lo, "..", *hi, "] ragged");
 }
 
 int64_t QueryElements(const AttentionProblem& p) {
@@ -44,16 +55,32 @@ int64_t ScoreElements(const AttentionProblem& p) {
   return p.batch * p.num_heads * p.q_len * p.kv_len;
 }
 
+int64_t TotalKvLen(const AttentionProblem& p) {
+  if (p.kv_lens.empty()) return p.batch * p.kv_len;
+  int64_t total = 0;
+  for (int32_t len : p.kv_lens) total += len;
+  return total;
+}
+
 double AttentionFlops(const AttentionProblem& p) {
-  const double full = 4.0 * static_cast<double>(p.batch) * static_cast<double>(p.num_heads) *
-                      static_cast<double>(p.q_len) * static_cast<double>(p.kv_len) *
-                      static_cast<double>(p.head_dim);
+  const double full = 4.0 * static_cast<double>(p.num_heads) * static_cast<double>(p.q_len) *
+                      static_cast<double>(TotalKvLen(p)) * static_cast<double>(p.head_dim);
   return p.causal ? full / 2 : full;
 }
 
+double KeyValueBytesRead(const AttentionProblem& p) {
+  return 2.0 * static_cast<double>(DTypeSize(p.dtype)) * static_cast<double>(TotalKvLen(p)) *
+         static_cast<double>(p.num_kv_heads) * static_cast<double>(p.head_dim);
+}
+
 double AttentionMinBytes(const AttentionProblem& p) {
-  return static_cast<double>(DTypeSize(p.dtype)) * (2.0 * static_cast<double>(QueryElements(p)) +
-                                                    2.0 * static_cast<double>(KeyValueElements(p)));
+  return 2.0 * static_cast<double>(DTypeSize(p.dtype)) * static_cast<double>(QueryElements(p)) +
+         KeyValueBytesRead(p);
+}
+
+AttentionProblem WithAllKeys(AttentionProblem p) {
+  p.kv_lens.clear();
+  return p;
 }
 
 absl::StatusOr<int64_t> CheckedMul(int64_t a, int64_t b, const char* what) {
@@ -116,7 +143,27 @@ absl::Status ValidateProblem(const AttentionProblem& p) {
     return s;
   // The score matrix is what the naive backend materialises in float32; every backend's FLOP
   // and mask arithmetic indexes it, so its byte count must be representable too.
-  return CheckProduct({p.batch, p.num_heads, p.q_len, p.kv_len}, 4, "score bytes (B*N*T*S*4)");
+  if (auto s =
+          CheckProduct({p.batch, p.num_heads, p.q_len, p.kv_len}, 4, "score bytes (B*N*T*S*4)");
+      !s.ok())
+    return s;
+  return ValidateKvLens(p);
+}
+
+absl::Status ValidateKvLens(const AttentionProblem& p) {
+  if (p.kv_lens.empty()) return absl::OkStatus();
+  if (static_cast<int64_t>(p.kv_lens.size()) != p.batch) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("kv_lens has %d values; B = %d (one per batch element, or none)",
+                        p.kv_lens.size(), p.batch));
+  }
+  for (size_t b = 0; b < p.kv_lens.size(); ++b) {
+    if (p.kv_lens[b] < 1 || p.kv_lens[b] > p.kv_len) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("kv_lens[%d] = %d is outside 1..S (S = %d)", b, p.kv_lens[b], p.kv_len));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace attn

@@ -20,7 +20,7 @@ TensorView TensorView::Contiguous(void* data, int64_t capacity_bytes, DType dtyp
 }
 
 AttentionTensors PackedTensors(const AttentionProblem& p, MemoryKind memory, void* q, void* k,
-                               void* v, void* out) {
+                               void* v, void* out, const int32_t* kv_lens) {
   const int64_t e = DTypeSize(p.dtype);
   const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
   return {
@@ -29,7 +29,8 @@ AttentionTensors PackedTensors(const AttentionProblem& p, MemoryKind memory, voi
                              p.head_dim),
       TensorView::Contiguous(v, kvb, p.dtype, memory, p.batch, p.kv_len, p.num_kv_heads,
                              p.head_dim),
-      TensorView::Contiguous(out, qb, p.dtype, memory, p.batch, p.q_len, p.num_heads, p.head_dim)};
+      TensorView::Contiguous(out, qb, p.dtype, memory, p.batch, p.q_len, p.num_heads, p.head_dim),
+      kv_lens};
 }
 
 namespace {
@@ -44,6 +45,35 @@ ByteRange Extent(const TensorView& v) {
   for (int i = 0; i < 4; ++i) last += (v.shape[i] - 1) * v.strides[i];
   const auto begin = reinterpret_cast<uintptr_t>(v.data);
   return {begin, begin + static_cast<uintptr_t>((last + 1) * DTypeSize(v.dtype))};
+}
+
+// tensors.kv_lens against the problem's: present iff it has lengths, clear of out, and in host
+// memory (where they can be read here) the same values.
+absl::Status ValidateKvLensTensor(const AttentionTensors& t, const AttentionProblem& p) {
+  if (p.kv_lens.empty()) {
+    if (t.kv_lens == nullptr) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "kv_lens: tensors.kv_lens is set but the problem has no kv_lens; set both or neither");
+  }
+  if (t.kv_lens == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "kv_lens: the problem has %d lengths but tensors.kv_lens is null", p.kv_lens.size()));
+  }
+  const auto begin = reinterpret_cast<uintptr_t>(t.kv_lens);
+  const ByteRange lens{begin, begin + p.kv_lens.size() * sizeof(int32_t)};
+  const ByteRange out = Extent(t.out);
+  if (lens.begin < out.end && out.begin < lens.end) {
+    return absl::InvalidArgumentError("out: overlaps kv_lens; the output must not alias an input");
+  }
+  if (t.out.memory != MemoryKind::kHost) return absl::OkStatus();
+  for (size_t b = 0; b < p.kv_lens.size(); ++b) {
+    if (t.kv_lens[b] != p.kv_lens[b]) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("kv_lens[%d]: tensors.kv_lens holds %d but the problem's is %d", b,
+                          t.kv_lens[b], p.kv_lens[b]));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -121,7 +151,7 @@ absl::Status ValidateTensors(const AttentionTensors& t, const AttentionProblem& 
           absl::StrFormat("out: overlaps %s; the output must not alias an input", names[i]));
     }
   }
-  return absl::OkStatus();
+  return ValidateKvLensTensor(t, p);
 }
 
 }  // namespace attn

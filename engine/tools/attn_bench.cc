@@ -2,6 +2,8 @@
 //
 //   attn-bench --backend=naive --dtypes=float32,bfloat16 --batch=4 --seq_lens=1024 --heads=8
 //              --head_dim=64 [--kv_heads=8] [--causal] [--warmup=10] [--repeats=50]
+//   attn-bench --backend=cudnn,fused --dtypes=bfloat16 --batch=16 --seq_lens=1 --kv_len=8192
+//              --heads=32 --kv_heads=8 --head_dim=128 --kv_lens=uniform    (ragged decode)
 //
 // Inputs are the runner's approximately normal(0, 1) values from --seed (attn::FillNormal), filled
 // where they live; each repeat is bracketed by CUDA events on the context's stream (host clock on
@@ -17,10 +19,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "attn/attention.h"
 #include "attn/bench.h"
 #include "attn/device.h"
+#include "attn/kv_lens.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
 #include "flags_help.h"
@@ -32,6 +36,7 @@ ABSL_FLAG(std::string, dtypes, "float32", "comma list of float32, bfloat16, floa
 ABSL_FLAG(int64_t, batch, 4, "batch size B");
 ABSL_FLAG(std::string, seq_lens, "1024", "comma list of query lengths T (S = T unless --kv-len)");
 ABSL_FLAG(int64_t, kv_len, 0, "key/value length S; 0 means S = T");
+ABSL_FLAG(std::string, kv_lens, "", attn::KvLensSpec::Help());
 ABSL_FLAG(int64_t, heads, 8, "query heads N");
 ABSL_FLAG(int64_t, kv_heads, 0, "key/value heads K; 0 means K = N");
 ABSL_FLAG(int64_t, head_dim, 64, "head dimension H");
@@ -62,6 +67,12 @@ ABSL_FLAG(std::string, fp8_amax_compute_algo, "max",
 ABSL_FLAG(bool, list, false, "list backends with their verdict for the first case, then exit");
 
 namespace {
+
+// Under every table: what K/V GB/s counts and what bounds it.
+constexpr const char* kKvBandwidthNote =
+    "K/V GB/s: bytes of K and V read (the first kv_lens[b] rows of each sequence, or all S) / "
+    "median, the figure decode is bound by; its ceiling is the device copy bandwidth (4.26 TB/s "
+    "on the H200, PERF.md)";
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "attn-bench: %s\n", std::string(s.message()).c_str());
@@ -131,8 +142,10 @@ std::vector<std::pair<std::string, std::string>> Fields(const attn::BenchResult&
           {"stddev_ms", num(r.stats.stddev)},
           {"repeats", absl::StrCat(r.stats.count)},
           {"budget_cut", r.budget_cut ? "true" : "false"},
+          {"kv_lens", Quoted(absl::StrJoin(p.kv_lens, ","))},
           {"tflops", num(r.tflops)},
           {"gbps", num(r.gbps)},
+          {"kv_gbps", num(r.kv_gbps)},
           {"workspace_bytes", absl::StrCat(r.workspace_bytes)},
           {"peak_arena_bytes", absl::StrCat(r.peak_arena_bytes)},
           {"timing", Quoted(r.timing)},
@@ -193,9 +206,9 @@ int RunSuite(attn::DeviceContext& context) {
         if (!table) return;
         if (r.bench_case.section != section) {
           section = r.bench_case.section;
-          std::printf("\n== %s\n%-9s %-44s %10s %10s %10s %9s %8s %10s\n", section.c_str(),
-                      "backend", "problem", "median ms", "p10 ms", "p90 ms", "TFLOP/s", "repeats",
-                      "max |err|");
+          std::printf("\n== %s\n%-9s %-44s %10s %10s %10s %9s %9s %8s %10s\n", section.c_str(),
+                      "backend", "problem", "median ms", "p10 ms", "p90 ms", "TFLOP/s", "K/V GB/s",
+                      "repeats", "max |err|");
         }
         const std::string name = r.backend.empty() ? r.bench_case.backend : r.backend;
         if (!r.status.ok()) {
@@ -204,9 +217,9 @@ int RunSuite(attn::DeviceContext& context) {
                       std::string(r.status.message()).c_str());
         } else {
           std::printf(
-              "%-9s %-44s %10.4f %10.4f %10.4f %9.2f %7lld%s %10s\n", name.c_str(),
+              "%-9s %-44s %10.4f %10.4f %10.4f %9.2f %9.1f %7lld%s %10s\n", name.c_str(),
               r.bench_case.problem.ToString().c_str(), r.stats.median, r.stats.p10, r.stats.p90,
-              r.tflops, static_cast<long long>(r.stats.count), r.budget_cut ? "*" : " ",
+              r.tflops, r.kv_gbps, static_cast<long long>(r.stats.count), r.budget_cut ? "*" : " ",
               r.max_abs_error >= 0 ? absl::StrFormat("%.2e", r.max_abs_error).c_str() : "-");
           if (r.causal_first_diff >= 0 && section == "correctness") {
             std::printf(
@@ -232,8 +245,8 @@ int RunSuite(attn::DeviceContext& context) {
   if (!results.ok()) return Fail(results.status());
   const std::string device = context.info().ToString();
   if (table) {
-    std::printf("\ntiming: %s. * the case's time budget (--case_budget_s) cut its repeats.\n",
-                results->empty() ? "-" : results->front().timing.c_str());
+    std::printf("\ntiming: %s. * the case's time budget (--case_budget_s) cut its repeats.\n%s\n",
+                results->empty() ? "-" : results->front().timing.c_str(), kKvBandwidthNote);
   } else if (format == "csv") {
     bool header = true;
     for (const auto& r : *results) {
@@ -284,6 +297,8 @@ int main(int argc, char** argv) {
 
   if (!absl::GetFlag(FLAGS_suite).empty()) return RunSuite(context);
 
+  auto kv_lens = attn::KvLensSpec::Parse(absl::GetFlag(FLAGS_kv_lens), "--kv_lens");
+  if (!kv_lens.ok()) return Fail(kv_lens.status());
   std::vector<attn::AttentionProblem> problems;
   for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_dtypes), ',')) {
     auto dtype = attn::ParseDType(d);
@@ -298,6 +313,9 @@ int main(int argc, char** argv) {
           absl::GetFlag(FLAGS_head_dim), *dtype, absl::GetFlag(FLAGS_causal),
           absl::GetFlag(FLAGS_kv_heads));
       if (absl::GetFlag(FLAGS_kv_len) > 0) p.kv_len = absl::GetFlag(FLAGS_kv_len);
+      auto lens = kv_lens->Lengths(p.batch, p.kv_len, absl::GetFlag(FLAGS_seed));
+      if (!lens.ok()) return Fail(lens.status());
+      p.kv_lens = *std::move(lens);
       if (auto s = attn::ValidateProblem(p); !s.ok()) return Fail(s);
       problems.push_back(p);
     }
@@ -312,8 +330,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  std::printf("%-7s %-44s %10s %10s %10s %9s %9s %12s %9s\n", "backend", "problem", "median ms",
-              "min ms", "p90 ms", "TFLOP/s", "GB/s*", "workspace MB", "plan ms");
+  std::printf("%-7s %-44s %10s %10s %10s %9s %9s %9s %12s %9s\n", "backend", "problem", "median ms",
+              "min ms", "p90 ms", "TFLOP/s", "GB/s*", "K/V GB/s", "workspace MB", "plan ms");
   attn::RunOptions run_options;
   run_options.autotune = absl::GetFlag(FLAGS_autotune);
   auto recipe = RecipeFromFlags();
@@ -360,10 +378,11 @@ int main(int argc, char** argv) {
       auto workspace = (*backend)->WorkspaceBytes(p, context, run_options);
       const double plan_ms =
           before && after ? (after->build_seconds - before->build_seconds) * 1e3 : 0.0;
-      std::printf("%-7s %-44s %10.4f %10.4f %10.4f %9.2f %9.1f %12.1f %9.1f\n",
+      std::printf("%-7s %-44s %10.4f %10.4f %10.4f %9.2f %9.1f %9.1f %12.1f %9.1f\n",
                   (*backend)->name().c_str(), p.ToString().c_str(), median, times->front(), p90,
                   attn::AttentionFlops(p) / (median * 1e9),
                   attn::AttentionMinBytes(p) / (median * 1e6),
+                  attn::KeyValueBytesRead(p) / (median * 1e6),
                   static_cast<double>(workspace.value_or(0)) / (1 << 20), plan_ms);
       if (fp8) {
         auto state = fp8_state.Read(context);
@@ -384,6 +403,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("* GB/s counts the fewest bytes (Q, K, V read once, out written once)\n");
+  std::printf("* GB/s counts the fewest bytes (Q, K, V read once, out written once)\n%s\n",
+              kKvBandwidthNote);
   return 0;
 }

@@ -117,6 +117,38 @@ TEST_F(ClientE2E, AttendChecksAgainstTheLocalReferenceAndWritesNpy) {
   EXPECT_GT(sum, 0) << "all-zero output";
 }
 
+// --kv-lens: a list or a seeded draw, sent with the request and applied by the local check.
+TEST_F(ClientE2E, AttendTakesKvLensAndChecksThemLocally) {
+  for (const char* lens : {"1,40,17", "uniform", "uniform:2:9"}) {
+    ClientRun r = Client(Target() +
+                         " attend --batch=3 --seq-len=5 --kv-len=40 --heads=4 --kv-heads=2 "
+                         "--head-dim=32 --dtype=float16 --causal --seed=3 --check --kv-lens=" +
+                         lens);
+    ASSERT_EQ(r.rc, 0) << lens << ": " << r.err << r.out;
+    EXPECT_NE(r.out.find("outputs close (atol=0.01, rtol=0.01): True"), std::string::npos) << r.out;
+  }
+  ClientRun bad = Client(Target() + " attend --batch=3 --kv-lens=1,2");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--kv-lens: 2 lengths for batch 3"), std::string::npos) << bad.err;
+  ClientRun range = Client(Target() + " attend --batch=2 --seq-len=16 --kv-lens=1,17");
+  EXPECT_EQ(range.rc, 2);
+  EXPECT_NE(range.err.find("INVALID_ARGUMENT: kv_lens[1] = 17 is outside 1..S (S = 16)"),
+            std::string::npos)
+      << range.err;
+}
+
+// Bench cases carry the lengths; a decode-like section shows the effective K/V bandwidth.
+TEST_F(ClientE2E, BenchTakesKvLensAndShowsTheKeyValueBandwidth) {
+  ClientRun r = Client(Target() +
+                       " bench --seq-lens=1 --kv-len=64 --batch-sizes=2,3 --heads=2 --head-dims=16 "
+                       "--dtypes=float32 --backends=cpu --kv-lens=uniform --warmup=0 --repeats=2 "
+                       "--check");
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("K/V GB/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kv_lens=["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 cases: 2 ok, 0 unsupported, 0 failed"), std::string::npos) << r.out;
+}
+
 TEST_F(ClientE2E, AttendTakesNpyInputsAndTheirShapesGiveTheProblem) {
   // Q (1, 5, 2, 8) float32 and K = V (1, 7, 1, 8): MQA with S != T, converted to float16.
   auto make = [](std::vector<int64_t> shape, int salt) {

@@ -612,8 +612,9 @@ def secret_mounts(flags, cw, mounts, volumes, cm_name, problems):
         problems.require(mode & 0o007 == 0, f"{sw}: defaultMode {mode:o} lets any user of the container read it")
 
 
-# The largest case an admin may run (the large suite's B4 T8192 N16 H128 bf16): q, k, v and out.
-LARGEST_CASE_MIB = 4 * (4 * 8192 * 16 * 128 * 2) >> 20
+# The largest case an admin may run (the large suite's decode B64 T1 S8192 N32 K8 H128 bf16, as
+# large as B16 S32768): q and out (B*T*N*H), k and v (B*S*K*H).
+LARGEST_CASE_MIB = (2 * (64 * 1 * 32 * 128) + 2 * (64 * 8192 * 8 * 128)) * 2 >> 20
 L4_ARENA_MAX_MIB = 20 * 1024  # an L4 has 24 GiB; CUDA contexts, cuDNN and cuBLAS need the rest
 
 

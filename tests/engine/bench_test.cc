@@ -1,6 +1,7 @@
 // Benchmark runner pieces: statistics, suites, and a run end to end on the CPU backend.
 #include "attn/bench.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -114,13 +115,77 @@ TEST(Suites, CodelabHasTheCodelabsTables) {
   EXPECT_EQ(per_section["causal sweep"], 5 * 3);    // T = 128..2048 x fused, cudnn, cudnn_fp8
   EXPECT_EQ(per_section["correctness"], 4);
   EXPECT_EQ(per_section["FP8 vs bf16"], 2);
-  EXPECT_EQ(ExpandSuite("large", FakeGpu(9, 0)).value().size(), 2u * 4 * 3 + 3 * 2);
+  std::map<std::string, int> large;
+  const std::vector<BenchCase> large_cases = ExpandSuite("large", FakeGpu(9, 0)).value();
+  for (const auto& c : large_cases) large[c.section]++;
+  EXPECT_EQ(large["large"] + large["large causal"], 2 * 4 * 3);
+  EXPECT_EQ(large["large GQA"], 3 * 2);
   EXPECT_EQ(ExpandSuite("huge", FakeGpu(9, 0)).status().message(),
             "suite: unknown 'huge'; expected codelab or large");
   // Without a GPU every table has one cpu column.
   auto cpu = ExpandSuite("codelab", CpuDeviceInfo()).value();
   EXPECT_EQ(cpu.size(), 5u + 5 + 3 + 5 + 1);  // and the causal-effect row
   for (const auto& c : cpu) EXPECT_EQ(c.backend, "cpu");
+}
+
+TEST(Suites, LargeHasADecodeSection) {
+  std::vector<BenchCase> decode, ragged;
+  const std::vector<BenchCase> large = ExpandSuite("large", FakeGpu(9, 0)).value();
+  for (const auto& c : large) {
+    if (c.section == "decode") decode.push_back(c);
+    if (c.section == "decode ragged") ragged.push_back(c);
+  }
+  // B 1, 4, 16, 64 x S 1k..32k at T = 1 but B64 S32768, and T = 16 at B16; cudnn and fused.
+  EXPECT_EQ(decode.size(), (4u * 4 - 1 + 4) * 2);
+  int64_t largest = 0;
+  for (const auto& c : decode) {
+    const AttentionProblem& p = c.problem;
+    EXPECT_TRUE(ValidateProblem(p).ok()) << p.ToString();
+    EXPECT_TRUE(p.q_len == 1 || (p.q_len == 16 && p.batch == 16)) << p.ToString();
+    EXPECT_EQ(p.num_heads, 32);
+    EXPECT_EQ(p.num_kv_heads, 8);
+    EXPECT_EQ(p.head_dim, 128);
+    EXPECT_EQ(p.dtype, DType::kBFloat16);
+    EXPECT_FALSE(p.causal);
+    EXPECT_TRUE(p.kv_lens.empty());
+    largest = std::max(largest, 2 * KeyValueElements(p) * 2);
+  }
+  // The two judged shapes are there.
+  const auto has = [&](int64_t b, int64_t s) {
+    return std::any_of(decode.begin(), decode.end(), [&](const BenchCase& c) {
+      return c.problem.batch == b && c.problem.q_len == 1 && c.problem.kv_len == s;
+    });
+  };
+  EXPECT_TRUE(has(16, 8192));
+  EXPECT_TRUE(has(1, 32768));
+  EXPECT_EQ(largest, int64_t{2} << 30) << "K and V of the largest decode case";
+  ASSERT_EQ(ragged.size(), 4u);
+  for (const auto& c : ragged) {
+    EXPECT_TRUE(ValidateProblem(c.problem).ok()) << c.problem.ToString();
+    EXPECT_EQ(static_cast<int64_t>(c.problem.kv_lens.size()), c.problem.batch);
+  }
+  // Seeded: the same lengths on every expansion.
+  EXPECT_EQ(ragged[0].problem.kv_lens,
+            ExpandSuite("large", CpuDeviceInfo()).value()[decode.size() + 30].problem.kv_lens);
+}
+
+TEST(RunBenchmark, RunsAKvLensCaseCheckedAgainstTheReference) {
+  AttentionProblem p = AttentionProblem::SelfAttention(5, 3, 8, 32, DType::kBFloat16, true, 2);
+  p.kv_len = 90;
+  p.kv_lens = {1, 90, 45, 2, 60};
+  BenchOptions options;
+  options.warmup = 1;
+  options.repeats = 3;
+  options.check_numerics = true;
+  auto results = RunBenchmark({{"decode", p, "cpu"}}, options, SharedCpuContext());
+  ASSERT_TRUE(results.ok()) << results.status();
+  const BenchResult& r = results->front();
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.numerics_note, "vs cpu float64 reference");
+  EXPECT_LE(r.max_abs_error, ToleranceFor(p.dtype).atol * 2);
+  EXPECT_NEAR(r.kv_gbps, KeyValueBytesRead(p) / (r.stats.median * 1e6), r.kv_gbps * 1e-12);
+  EXPECT_NEAR(r.tflops, AttentionFlops(p) / (r.stats.median * 1e9), r.tflops * 1e-12);
+  EXPECT_LT(KeyValueBytesRead(p), KeyValueBytesRead(WithAllKeys(p)));
 }
 
 TEST(RunBenchmark, TimesCpuCasesAndReportsTheOthersWithReasons) {

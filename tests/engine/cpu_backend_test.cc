@@ -126,7 +126,8 @@ class CpuVersusTripleLoop : public ::testing::TestWithParam<std::tuple<DType, Sh
 
 TEST_P(CpuVersusTripleLoop, MatchesWithinDtypeTolerance) {
   const auto [dtype, sh] = GetParam();
-  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, sh.causal, std::nullopt};
+  const AttentionProblem p =
+      ProblemOf(attn::testing::Shape{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h}, dtype, sh.causal);
   Inputs in = RandomInputs(p, 5);
   auto out = RunOnCpu(in);
   ASSERT_TRUE(out.ok()) << out.status();

@@ -61,7 +61,7 @@ TEST_P(CudnnVersusReference, WithinToleranceAndAtMostTwiceTheNaiveError) {
   ATTN_REQUIRE_CUDNN();
   ATTN_REQUIRE_GPU();
   const auto [dtype, sh, causal] = GetParam();
-  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
+  const AttentionProblem p = ProblemOf(sh, dtype, causal);
   Inputs in = RandomInputs(p, 21);
   auto out = RunOnGpu(in, "cudnn");
   ASSERT_TRUE(out.ok()) << out.status();

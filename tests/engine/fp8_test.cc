@@ -558,7 +558,7 @@ class Fp8VersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {};
 TEST_P(Fp8VersusReference, WithinToleranceAndAtMostTwiceTheEmulatedError) {
   ATTN_REQUIRE_FP8_GPU();
   const auto [dtype, sh, causal] = GetParam();
-  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
+  const AttentionProblem p = ProblemOf(sh, dtype, causal);
   const Inputs in = RandomInputs(p, 41);
   auto out = RunFp8(in, {});
   if (out.status().code() == absl::StatusCode::kFailedPrecondition) {

@@ -139,7 +139,7 @@ class FusedVersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {
 TEST_P(FusedVersusReference, WithinToleranceAndAtMostTwiceTheNaiveError) {
   ATTN_REQUIRE_GPU();
   const auto [dtype, sh, causal] = GetParam();
-  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
+  const AttentionProblem p = ProblemOf(sh, dtype, causal);
   Inputs in = RandomInputs(p, 31);
   auto naive = RunOnGpu(in, "naive");
   ASSERT_TRUE(naive.ok()) << naive.status();
@@ -172,7 +172,7 @@ class FusedVersusNaiveFloat32 : public ::testing::TestWithParam<DtypeShapeCausal
 TEST_P(FusedVersusNaiveFloat32, WithinTolerance) {
   ATTN_REQUIRE_GPU();
   const auto [dtype, sh, causal] = GetParam();
-  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
+  const AttentionProblem p = ProblemOf(sh, dtype, causal);
   Inputs in = RandomInputs(p, 32);
   Inputs wide = in;
   wide.problem.dtype = DType::kFloat32;

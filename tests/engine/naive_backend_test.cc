@@ -85,7 +85,7 @@ class NaiveVersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {
 TEST_P(NaiveVersusReference, MatchesWithinDtypeTolerance) {
   ATTN_REQUIRE_GPU();
   const auto [dtype, sh, causal] = GetParam();
-  AttentionProblem p{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h, dtype, causal, std::nullopt};
+  const AttentionProblem p = ProblemOf(sh, dtype, causal);
   Inputs in = RandomInputs(p, 11);
   auto out = RunOnGpu(in, "naive");
   ASSERT_TRUE(out.ok()) << out.status();

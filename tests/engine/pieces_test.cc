@@ -125,6 +125,39 @@ TEST(Pieces, CpuPiecesGiveTheWholeCallsBits) {
   }
 }
 
+// kv_lens: pieces are those of the problem without lengths (cut by every key's FLOPs), each
+// piece's problem and views carry its batch rows' lengths, and the cpu's pieces give the whole
+// call's bits.
+TEST(Pieces, KvLensAreSlicedByTheBatchRowsOfEachPiece) {
+  const AttentionProblem p =
+      WithRandomKvLens(AttentionProblem::SelfAttention(5, 96, 4, 16, DType::kFloat32, true, 2), 3);
+  const std::vector<int32_t> lens = p.kv_lens;
+  const double max_flops = AttentionFlops(WithAllKeys(p)) / 9;
+  const std::vector<Piece> pieces = PlanPieces(p, max_flops);
+  EXPECT_EQ(pieces, PlanPieces(WithAllKeys(p), max_flops));
+  EXPECT_EQ(LargestPieceFlops(p, max_flops), LargestPieceFlops(WithAllKeys(p), max_flops));
+  ASSERT_GT(pieces.size(), 2u);
+  std::vector<float> buffer(static_cast<size_t>(4 * QueryElements(p)));
+  const AttentionTensors t = PackedTensors(p, MemoryKind::kHost, buffer.data(), buffer.data(),
+                                           buffer.data(), buffer.data(), lens.data());
+  for (const Piece& c : pieces) {
+    const AttentionProblem sub = PieceProblem(p, c);
+    EXPECT_EQ(sub.kv_lens, std::vector<int32_t>(lens.begin() + c.b0, lens.begin() + c.b1));
+    EXPECT_TRUE(ValidateProblem(sub).ok()) << sub.ToString();
+    EXPECT_EQ(PieceTensors(p, t, c).kv_lens, lens.data() + c.b0);
+  }
+  const Inputs in = RandomInputs(p, 9);
+  auto whole = RunOnCpu(in);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  StopToken stop;
+  RunOptions options;
+  options.stop = &stop;
+  options.max_piece_flops = max_flops;
+  auto in_pieces = RunOnCpu(in, "cpu", options);
+  ASSERT_TRUE(in_pieces.ok()) << in_pieces.status();
+  EXPECT_EQ(*in_pieces, *whole);
+}
+
 TEST(Stop, AStoppedTokenRunsNothing) {
   const auto p = AttentionProblem::SelfAttention(1, 8, 1, 16, DType::kFloat32);
   StopToken stop;

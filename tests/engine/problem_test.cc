@@ -91,6 +91,65 @@ TEST(AttentionProblem, FlopsFollowOneFormula) {
   EXPECT_DOUBLE_EQ(AttentionMinBytes(p), 2.0 * (2 * 4 * 1024 * 8 * 64 + 2 * 4 * 1024 * 2 * 64));
 }
 
+TEST(ValidateProblem, TakesOneKvLengthPerBatchElementIn1ToS) {
+  AttentionProblem p = Good();  // B = 4, S = 128
+  p.kv_lens = {1, 128, 7, 64};
+  EXPECT_TRUE(ValidateProblem(p).ok());
+  p.kv_lens = {1, 2, 3};
+  absl::Status s = ValidateProblem(p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "kv_lens has 3 values; B = 4 (one per batch element, or none)");
+  p.kv_lens = {1, 2, 3, 4, 5};
+  EXPECT_EQ(ValidateProblem(p).message(),
+            "kv_lens has 5 values; B = 4 (one per batch element, or none)");
+  for (int32_t bad : {0, -1, 129, std::numeric_limits<int32_t>::min()}) {
+    p.kv_lens = {5, 6, 7, bad};
+    s = ValidateProblem(p);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), "kv_lens[3] = " + std::to_string(bad) + " is outside 1..S (S = 128)");
+  }
+  p.kv_lens = {0, 1, 1, 1};  // the first bad one is named
+  EXPECT_EQ(ValidateKvLens(p).message(), "kv_lens[0] = 0 is outside 1..S (S = 128)");
+}
+
+TEST(AttentionProblem, ToStringShowsTheLengthsCompactly) {
+  AttentionProblem p = Good();
+  p.kv_lens = {1, 128, 7, 64};
+  EXPECT_EQ(p.ToString(), "B=4 T=128 S=128 N=8 K=8 H=64 bfloat16 kv_lens=[1,128,7,64]");
+  p.batch = 9;
+  p.kv_lens = {3, 1, 128, 5, 5, 5, 5, 5, 5};
+  EXPECT_EQ(p.ToString(), "B=9 T=128 S=128 N=8 K=8 H=64 bfloat16 kv_lens=[1..128] ragged");
+  p.kv_lens.assign(9, 77);
+  EXPECT_EQ(p.ToString(), "B=9 T=128 S=128 N=8 K=8 H=64 bfloat16 kv_lens=[all 77]");
+}
+
+TEST(AttentionProblem, FlopsAndBytesCountTheKeysEachSequenceSees) {
+  AttentionProblem p = AttentionProblem::SelfAttention(3, 16, 8, 64, DType::kBFloat16, false, 2);
+  p.kv_len = 1000;
+  const AttentionProblem dense = p;
+  // Lengths of S are the problem without lengths.
+  p.kv_lens = {1000, 1000, 1000};
+  EXPECT_EQ(TotalKvLen(p), TotalKvLen(dense));
+  EXPECT_DOUBLE_EQ(AttentionFlops(p), AttentionFlops(dense));
+  EXPECT_DOUBLE_EQ(AttentionMinBytes(p), AttentionMinBytes(dense));
+  p.kv_lens = {1, 999, 500};
+  EXPECT_EQ(TotalKvLen(p), 1500);
+  EXPECT_EQ(p.KvLenAt(1), 999);
+  EXPECT_EQ(dense.KvLenAt(1), 1000);
+  EXPECT_DOUBLE_EQ(AttentionFlops(p), 4.0 * 8 * 16 * 1500 * 64);
+  p.causal = true;  // halved, as without lengths
+  EXPECT_DOUBLE_EQ(AttentionFlops(p), 2.0 * 8 * 16 * 1500 * 64);
+  // K and V: 1500 rows of K*H = 2*64 elements each; Q and out: 3*16*8*64 each; 2 bytes.
+  EXPECT_DOUBLE_EQ(KeyValueBytesRead(p), 2.0 * 2 * 1500 * 2 * 64);
+  EXPECT_DOUBLE_EQ(AttentionMinBytes(p), 2.0 * 2 * 3 * 16 * 8 * 64 + KeyValueBytesRead(p));
+  EXPECT_DOUBLE_EQ(KeyValueBytesRead(dense), 2.0 * 2 * 3000 * 2 * 64);
+  // WithAllKeys: the problem without lengths, everything else kept.
+  const AttentionProblem all = WithAllKeys(p);
+  EXPECT_TRUE(all.kv_lens.empty());
+  EXPECT_EQ(all.ToString(), "B=3 T=16 S=1000 N=8 K=2 H=64 bfloat16 causal");
+  EXPECT_DOUBLE_EQ(AttentionFlops(all), 2.0 * 3 * 8 * 16 * 1000 * 64);
+}
+
 TEST(AttentionProblem, DefaultScaleIsInverseSqrtHeadDim) {
   AttentionProblem p = Good();
   EXPECT_DOUBLE_EQ(p.EffectiveScale(), 0.125);

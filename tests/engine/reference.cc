@@ -14,10 +14,12 @@ std::vector<double> ReferenceAttention(const AttentionProblem& p, const std::vec
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t n = 0; n < N; ++n) {
       const int64_t kh = n * K / N;
+      // Keys of this batch element: its length's first rows (all S without kv_lens).
+      const int64_t len = p.kv_lens.empty() ? S : p.kv_lens[b];
       for (int64_t t = 0; t < T; ++t) {
         double max_logit = -INFINITY;
         for (int64_t s = 0; s < S; ++s) {
-          if (p.causal && s > t) {
+          if ((p.causal && s > t) || s >= len) {
             w[s] = -INFINITY;
             continue;
           }

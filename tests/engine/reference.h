@@ -8,7 +8,9 @@
 
 namespace attn::testing {
 
-// q is (B, T, N, H), k and v (B, S, K, H), packed row-major; returns out (B, T, N, H).
+// q is (B, T, N, H), k and v (B, S, K, H), packed row-major; returns out (B, T, N, H). Batch
+// element b sees its first p.kv_lens[b] keys (all S without kv_lens), and with p.causal, query t
+// keys s <= t.
 std::vector<double> ReferenceAttention(const AttentionProblem& p, const std::vector<double>& q,
                                        const std::vector<double>& k, const std::vector<double>& v);
 

@@ -1,6 +1,7 @@
 // Tensor views are checked against the problem before anything runs.
 #include "attn/tensor.h"
 
+#include <cstring>
 #include <vector>
 
 #include "attn/attention.h"
@@ -89,6 +90,52 @@ TEST_F(TensorRules, RejectsMixedMemoryKinds) {
   EXPECT_EQ(ValidateTensors(Tensors(), p_).message(),
             "k: lives in device memory but out in host; all tensors of a call must share one "
             "memory kind");
+}
+
+TEST_F(TensorRules, KvLensAreRequiredExactlyWhenTheProblemHasThem) {
+  const int32_t lens[2] = {3, 6};
+  AttentionTensors t = Tensors();
+  t.kv_lens = lens;
+  EXPECT_EQ(ValidateTensors(t, p_).message(),
+            "kv_lens: tensors.kv_lens is set but the problem has no kv_lens; set both or neither");
+  p_.kv_lens = {3, 6};
+  EXPECT_TRUE(ValidateTensors(t, p_).ok());
+  EXPECT_EQ(ValidateTensors(Tensors(), p_).message(),
+            "kv_lens: the problem has 2 lengths but tensors.kv_lens is null");
+}
+
+TEST_F(TensorRules, HostKvLensMustEqualTheProblems) {
+  p_.kv_lens = {3, 6};
+  const int32_t lens[2] = {3, 5};
+  AttentionTensors t = Tensors();
+  t.kv_lens = lens;
+  EXPECT_EQ(ValidateTensors(t, p_).message(),
+            "kv_lens[1]: tensors.kv_lens holds 5 but the problem's is 6");
+  // Device memory cannot be read here: its values are the kernels' to clamp.
+  for (TensorView* v : {&t.q, &t.k, &t.v, &t.out}) v->memory = MemoryKind::kDevice;
+  EXPECT_TRUE(ValidateTensors(t, p_).ok());
+}
+
+TEST_F(TensorRules, RejectsAnOutputThatAliasesTheKvLens) {
+  p_.kv_lens = {3, 6};
+  AttentionTensors t = Tensors();
+  std::memcpy(buffers_[3].data() + 4, p_.kv_lens.data(), 8);
+  t.kv_lens = reinterpret_cast<const int32_t*>(buffers_[3].data() + 4);
+  EXPECT_EQ(ValidateTensors(t, p_).message(),
+            "out: overlaps kv_lens; the output must not alias an input");
+}
+
+TEST_F(TensorRules, PackedTensorsCarryTheKvLens) {
+  p_.kv_lens = {3, 6};
+  const AttentionTensors t =
+      PackedTensors(p_, MemoryKind::kHost, buffers_[0].data(), buffers_[1].data(),
+                    buffers_[2].data(), buffers_[3].data(), p_.kv_lens.data());
+  EXPECT_EQ(t.kv_lens, p_.kv_lens.data());
+  EXPECT_TRUE(ValidateTensors(t, p_).ok());
+  EXPECT_EQ(PackedTensors(p_, MemoryKind::kHost, buffers_[0].data(), buffers_[1].data(),
+                          buffers_[2].data(), buffers_[3].data())
+                .kv_lens,
+            nullptr);
 }
 
 TEST_F(TensorRules, RunAttentionRefusesBeforeTouchingAnything) {

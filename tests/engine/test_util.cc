@@ -74,13 +74,37 @@ absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string
   if (!b.ok()) return b.status();
   std::vector<uint8_t> q = in.q.bytes, k = in.k.bytes, v = in.v.bytes;
   std::vector<uint8_t> out(q.size(), 0xff);
-  if (auto s = RunAttention(
-          **b, p, PackedTensors(p, MemoryKind::kHost, q.data(), k.data(), v.data(), out.data()),
-          *cpu, options);
+  std::vector<int32_t> kv_lens = p.kv_lens;
+  if (auto s = RunAttention(**b, p,
+                            PackedTensors(p, MemoryKind::kHost, q.data(), k.data(), v.data(),
+                                          out.data(), kv_lens.empty() ? nullptr : kv_lens.data()),
+                            *cpu, options);
       !s.ok()) {
     return s;
   }
   return Decode(out, p.dtype);
+}
+
+absl::StatusOr<DeviceKvLens> UploadKvLens(const AttentionProblem& p, DeviceContext& gpu) {
+  DeviceKvLens out;
+  if (p.kv_lens.empty()) return out;
+  const int64_t bytes = static_cast<int64_t>(p.kv_lens.size() * sizeof(int32_t));
+  auto block = gpu.arena().Allocate(bytes);
+  if (!block.ok()) return block.status();
+  if (auto s = gpu.CopyToDevice(block->data(), p.kv_lens.data(), bytes); !s.ok()) return s;
+  out.data = static_cast<const int32_t*>(block->data());
+  out.block = *std::move(block);
+  return out;
+}
+
+AttentionProblem WithRandomKvLens(AttentionProblem p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> len(1, p.kv_len);
+  p.kv_lens.resize(static_cast<size_t>(p.batch));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    p.kv_lens[b] = static_cast<int32_t>(b == 0 ? 1 : b == 1 ? p.kv_len : len(rng));
+  }
+  return p;
 }
 
 DeviceContext* SharedGpuContext() {
@@ -123,10 +147,12 @@ absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string
                             {&out, result.data()}}) {
     if (auto s = gpu.CopyToDevice((*block)->data(), src, (*block)->size()); !s.ok()) return s;
   }
-  if (auto s = RunAttention(
-          **b, p,
-          PackedTensors(p, MemoryKind::kDevice, q->data(), k->data(), v->data(), out->data()), gpu,
-          options);
+  auto kv_lens = UploadKvLens(p, gpu);
+  if (!kv_lens.ok()) return kv_lens.status();
+  if (auto s = RunAttention(**b, p,
+                            PackedTensors(p, MemoryKind::kDevice, q->data(), k->data(), v->data(),
+                                          out->data(), kv_lens->data),
+                            gpu, options);
       !s.ok()) {
     return s;
   }
@@ -153,6 +179,19 @@ DeviceInfo FakeGpu(int cc_major, int cc_minor) {
 void PrintTo(const Shape& s, std::ostream* os) {
   *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k
       << " H=" << s.h;
+}
+
+AttentionProblem ProblemOf(const Shape& s, DType dtype, bool causal) {
+  AttentionProblem p;
+  p.batch = s.b;
+  p.q_len = s.t;
+  p.kv_len = s.s;
+  p.num_heads = s.n;
+  p.num_kv_heads = s.k;
+  p.head_dim = s.h;
+  p.dtype = dtype;
+  p.causal = causal;
+  return p;
 }
 
 std::string DtypeShapeCausalName(const ::testing::TestParamInfo<DtypeShapeCausal>& info) {

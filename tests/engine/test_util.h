@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "attn/arena.h"
 #include "attn/backend.h"
 #include "attn/device.h"
 #include "attn/problem.h"
@@ -41,15 +42,28 @@ Inputs RandomInputs(const AttentionProblem& p, uint64_t seed);
 // Float64 reference (reference.h) of the inputs' exact values.
 std::vector<double> Reference(const Inputs& in);
 
-// Runs `backend` on host tensors through a CPU context; returns the decoded output.
+// Runs `backend` on host tensors through a CPU context (with in.problem.kv_lens as the tensors'
+// lengths); returns the decoded output.
 absl::StatusOr<std::vector<double>> RunOnCpu(const Inputs& in, const std::string& backend = "cpu",
                                              const RunOptions& options = {});
 
-// Uploads the inputs, fills the output with NaN bit patterns (so unwritten elements fail any
-// comparison), runs `backend` on the shared GPU context (or `gpu`) and returns the decoded output.
+// Uploads the inputs (and in.problem.kv_lens), fills the output with NaN bit patterns (so
+// unwritten elements fail any comparison), runs `backend` on the shared GPU context (or `gpu`) and
+// returns the decoded output.
 absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend);
 absl::StatusOr<std::vector<double>> RunOnGpu(const Inputs& in, const std::string& backend,
                                              DeviceContext& gpu, const RunOptions& options = {});
+
+// p.kv_lens copied into `gpu`'s arena (data null without kv_lens); the block is freed with this.
+struct DeviceKvLens {
+  const int32_t* data = nullptr;
+  ArenaBlock block;
+};
+absl::StatusOr<DeviceKvLens> UploadKvLens(const AttentionProblem& p, DeviceContext& gpu);
+
+// `p` with B per-sequence KV lengths: batch element 0 sees 1 key, element 1 all S, the others a
+// uniform draw from 1..S (reproducible from `seed`).
+AttentionProblem WithRandomKvLens(AttentionProblem p, uint64_t seed);
 
 // A CPU context shared by all tests (1 GiB host arena).
 DeviceContext& SharedCpuContext();
@@ -69,6 +83,8 @@ struct Shape {
   int64_t b, t, s, n, k, h;
 };
 void PrintTo(const Shape& s, std::ostream* os);
+// The problem of `s` in `dtype`, causal or not, with the default scale and no kv_lens.
+AttentionProblem ProblemOf(const Shape& s, DType dtype, bool causal);
 
 // Test-name generator for (dtype, shape, causal) parameters.
 using DtypeShapeCausal = std::tuple<DType, Shape, bool>;

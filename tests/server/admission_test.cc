@@ -2,6 +2,8 @@
 // before it queues; an admitted long call stops at its deadline or its client's cancel and frees
 // the worker at once; SIGTERM with a busy worker and a full queue answers every client and exits
 // within the grace and a few seconds.
+#include "server/admission.h"
+
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,6 +18,7 @@
 
 #include "attention/v1/attention.grpc.pb.h"
 #include "attn/device.h"
+#include "attn/registry.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
@@ -121,6 +124,25 @@ class AdmissionTest : public ::testing::Test {
   std::unique_ptr<Server> server_;
   std::unique_ptr<v1::AttentionService::Stub> stub_;
 };
+
+// Admission counts every key (WithAllKeys): lengths never lower an estimate, since some
+// backends (naive) compute every score whatever the lengths are.
+TEST(AdmissionCost, KvLensNeverLowerTheEstimate) {
+  const Throughputs rates = Throughputs::Fixed({{{"cpu", DType::kBFloat16}, 1e9}}, 1e10, 1e9);
+  const Backend& cpu = *BackendRegistry::Default().Find("cpu");
+  auto p = AttentionProblem::SelfAttention(4, 1, 8, 64, DType::kBFloat16, false, 2);
+  p.kv_len = 4096;
+  auto ragged = p;
+  ragged.kv_lens = {1, 2, 3, 4};
+  const Cost dense = CallCost(p, cpu, rates), short_lens = CallCost(ragged, cpu, rates);
+  EXPECT_EQ(short_lens.seconds, dense.seconds);
+  EXPECT_EQ(short_lens.flops, dense.flops);
+  EXPECT_EQ(short_lens.bytes, dense.bytes);
+  BenchOptions options;
+  options.check_numerics = true;
+  EXPECT_EQ(CaseCost(ragged, cpu, options, rates).seconds,
+            CaseCost(p, cpu, options, rates).seconds);
+}
 
 TEST_F(AdmissionTest, AnAttendOverTheCallCapIsRefusedBeforeItQueues) {
   Start(CpuOptions());

@@ -62,6 +62,9 @@ std::vector<std::string> AttendCorpus() {
   g.mutable_generated()->set_seed(3);
   g.set_client_id("fuzz");
   out.push_back(g.SerializeAsString());
+  g.add_kv_lens(64);  // per-sequence lengths: S and a short one
+  g.add_kv_lens(5);
+  out.push_back(g.SerializeAsString());
   return out;
 }
 
@@ -81,6 +84,7 @@ std::vector<std::string> BenchmarkCorpus() {
   *bc->mutable_shape() = MakeShape(1, 32, 2, 16);
   bc->set_dtype(v1::FLOAT16);
   bc->set_backend("cpu");
+  bc->add_kv_lens(7);
   c.mutable_options()->set_warmup(1);
   c.mutable_options()->set_repeats(3);
   c.mutable_options()->mutable_fp8_recipe()->set_margin(1);

@@ -29,6 +29,16 @@ inline std::unique_ptr<attention::v1::AttentionService::Stub> Connect(int port) 
       grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
 }
 
+// Runs a benchmark job to its end, ignoring its events: the status it finished with.
+inline grpc::Status JobStatus(attention::v1::AttentionService::Stub& stub,
+                              const attention::v1::RunBenchmarkRequest& request) {
+  grpc::ClientContext ctx;
+  auto reader = stub.RunBenchmark(&ctx, request);
+  for (attention::v1::RunBenchmarkEvent e; reader->Read(&e);) {
+  }
+  return reader->Finish();
+}
+
 inline attention::v1::Shape MakeShape(int64_t b, int64_t t, int64_t n, int64_t h, int64_t k = 0) {
   attention::v1::Shape s;
   s.set_batch(b);

@@ -22,6 +22,7 @@
 #include "bench/normal_fill.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
+#include "proto/convert.h"
 #include "server/server_helpers.h"
 #include "server_process.h"
 
@@ -32,6 +33,7 @@ using ::attn::testing::Compare;
 using ::attn::testing::Connect;
 using ::attn::testing::CpuOptions;
 using ::attn::testing::Decode;
+using ::attn::testing::JobStatus;
 using ::attn::testing::MakeOperand;
 using ::attn::testing::MakeShape;
 using ::attn::testing::ToleranceFor;
@@ -185,28 +187,82 @@ TEST(ServerHealth, AnUnusableGpuKeepsLivenessServingAndReadinessNotServing) {
   EXPECT_NE(metrics.find("\nattn_serving 0\n"), std::string::npos) << metrics;
 }
 
-TEST_F(ServerTest, AttendOutputEqualsTheFloat64Reference) {
-  const auto p = AttentionProblem::SelfAttention(2, 33, 4, 32, DType::kBFloat16, true, 2);
-  const auto in = ::attn::testing::RandomInputs(p, 7);
+// An Attend of `in`: its problem (shape, dtype, mask, kv_lens) and its exact bytes.
+v1::AttendRequest TensorsRequest(const ::attn::testing::Inputs& in) {
+  const AttentionProblem& p = in.problem;
   v1::AttendRequest req;
-  *req.mutable_shape() = MakeShape(2, 33, 4, 32, 2);
-  req.set_dtype(v1::BFLOAT16);
-  req.set_causal(true);
+  ShapeToProto(p, req.mutable_shape());
+  req.set_dtype(DTypeToProto(p.dtype));
+  req.set_causal(p.causal);
+  req.mutable_kv_lens()->Add(p.kv_lens.begin(), p.kv_lens.end());
   auto* t = req.mutable_tensors();
   t->set_q(std::string(in.q.bytes.begin(), in.q.bytes.end()));
   t->set_k(std::string(in.k.bytes.begin(), in.k.bytes.end()));
   t->set_v(std::string(in.v.bytes.begin(), in.v.bytes.end()));
+  return req;
+}
+
+// The output is the float64 reference of the same inputs; kv_lens travel with the request,
+// reach the device with Q, K and V, and mask each batch element's keys (causal on top).
+TEST_F(ServerTest, AttendOutputEqualsTheFloat64Reference) {
+  auto ragged = AttentionProblem::SelfAttention(3, 5, 4, 32, DType::kFloat16, true, 2);
+  ragged.kv_len = 40;
+  ragged.kv_lens = {1, 40, 17};
+  for (const AttentionProblem& p :
+       {AttentionProblem::SelfAttention(2, 33, 4, 32, DType::kBFloat16, true, 2), ragged}) {
+    const auto in = ::attn::testing::RandomInputs(p, 7);
+    grpc::ClientContext ctx;
+    v1::AttendResponse resp;
+    const grpc::Status s = stub_->Attend(&ctx, TensorsRequest(in), &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.backend(), "cpu");
+    std::vector<uint8_t> bytes(resp.output().begin(), resp.output().end());
+    const std::vector<double> out = Decode(bytes, p.dtype);
+    const auto cmp = Compare(out, ::attn::testing::Reference(in), ToleranceFor(p.dtype));
+    EXPECT_TRUE(cmp.within) << p.ToString() << ": " << cmp.ToString();
+    EXPECT_GT(resp.timings().device_seconds(), 0);
+    EXPECT_GE(resp.timings().total_seconds(), resp.timings().device_seconds());
+    if (p.kv_lens.empty()) continue;
+    // The lengths mattered: without them the output differs.
+    auto dense = in;
+    dense.problem.kv_lens.clear();
+    EXPECT_FALSE(Compare(out, ::attn::testing::Reference(dense), ToleranceFor(p.dtype)).within);
+  }
+}
+
+// A benchmark case carries its lengths to the runner and back (CaseStarted, CaseResult), is
+// checked against the reference with them, and reports its effective K/V bandwidth.
+TEST_F(ServerTest, BenchmarkCasesCarryKvLens) {
+  v1::RunBenchmarkRequest req;
+  auto* c = req.mutable_cases()->add_cases();
+  c->set_section("decode");
+  *c->mutable_shape() = MakeShape(4, 1, 8, 64, 2);
+  c->mutable_shape()->set_kv_len(300);
+  c->set_dtype(v1::BFLOAT16);
+  c->set_backend("cpu");
+  for (int32_t len : {1, 300, 77, 150}) c->add_kv_lens(len);
+  req.mutable_options()->set_repeats(3);
+  req.mutable_options()->set_check_numerics(true);
   grpc::ClientContext ctx;
-  v1::AttendResponse resp;
-  const grpc::Status s = stub_->Attend(&ctx, req, &resp);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(resp.backend(), "cpu");
-  std::vector<uint8_t> bytes(resp.output().begin(), resp.output().end());
-  const auto cmp =
-      Compare(Decode(bytes, p.dtype), ::attn::testing::Reference(in), ToleranceFor(p.dtype));
-  EXPECT_TRUE(cmp.within) << cmp.ToString();
-  EXPECT_GT(resp.timings().device_seconds(), 0);
-  EXPECT_GE(resp.timings().total_seconds(), resp.timings().device_seconds());
+  auto reader = stub_->RunBenchmark(&ctx, req);
+  std::vector<v1::RunBenchmarkEvent> events;
+  for (v1::RunBenchmarkEvent e; reader->Read(&e);) events.push_back(e);
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[1].case_started().case_().kv_lens_size(), 4);
+  const v1::CaseResult& r = events[2].result();
+  ASSERT_EQ(r.status(), grpc::OK) << r.message();
+  EXPECT_EQ(std::vector<int32_t>(r.case_().kv_lens().begin(), r.case_().kv_lens().end()),
+            (std::vector<int32_t>{1, 300, 77, 150}));
+  EXPECT_LE(r.max_abs_error(), ToleranceFor(DType::kBFloat16).atol * 2) << r.numerics();
+  // K and V of 528 rows, 2 heads of 64 bf16 each.
+  const double kv_bytes = 2.0 * 528 * 2 * 64 * 2;
+  EXPECT_NEAR(r.kv_gbps(), kv_bytes / (r.stats().median_ms() * 1e6), r.kv_gbps() * 1e-9);
+  // A bad length is the case's field and the rule.
+  c->set_kv_lens(2, 301);
+  const grpc::Status s = JobStatus(*stub_, req);
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "cases[0].kv_lens[2] = 301 is outside 1..S (S = 300)");
 }
 
 TEST_F(ServerTest, GeneratedInputsAreReproducibleFromTheSeed) {
@@ -372,11 +428,7 @@ TEST_F(ServerTest, CaseIndicesKeepTheJobsIndexAndSeed) {
   EXPECT_EQ(one[0].case_().SerializeAsString(), info.suite_cases(0).cases(1).SerializeAsString());
 
   part.add_case_indices(2);
-  grpc::ClientContext ctx;
-  auto reader = stub_->RunBenchmark(&ctx, part);
-  for (v1::RunBenchmarkEvent e; reader->Read(&e);) {
-  }
-  const grpc::Status s = reader->Finish();
+  const grpc::Status s = JobStatus(*stub_, part);
   EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
   EXPECT_EQ(s.error_message(), "case_indices[2]: case 2 is named twice");
 }
@@ -413,6 +465,16 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
        "inputs: set either tensors"},
       {"backend", [](auto& r) { r.set_backend("flashy"); }, grpc::INVALID_ARGUMENT,
        "backend: unknown backend 'flashy'"},
+      {"kv_lens count",
+       [](auto& r) {
+         r.add_kv_lens(4);
+         r.add_kv_lens(4);
+       },
+       grpc::INVALID_ARGUMENT, "kv_lens has 2 values; B = 1 (one per batch element, or none)"},
+      {"kv_lens range", [](auto& r) { r.add_kv_lens(17); }, grpc::INVALID_ARGUMENT,
+       "kv_lens[0] = 17 is outside 1..S (S = 16)"},
+      {"kv_lens zero", [](auto& r) { r.add_kv_lens(0); }, grpc::INVALID_ARGUMENT,
+       "kv_lens[0] = 0 is outside 1..S (S = 16)"},
       {"unsupported", [](auto& r) { r.set_backend("naive"); }, grpc::FAILED_PRECONDITION, "naive"},
       {"output size",
        [](auto& r) {
@@ -456,12 +518,7 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
   // Benchmark bounds.
   v1::RunBenchmarkRequest job = SlowJob(1, 5);
   job.mutable_options()->set_repeats(-1);
-  grpc::ClientContext ctx;
-  auto reader = stub_->RunBenchmark(&ctx, job);
-  v1::RunBenchmarkEvent e;
-  while (reader->Read(&e)) {
-  }
-  const grpc::Status s = reader->Finish();
+  const grpc::Status s = JobStatus(*stub_, job);
   EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("options.repeats: must be in [1, 10000], got -1"),
             std::string::npos)
@@ -477,21 +534,14 @@ TEST_F(ServerTest, EachValidationRuleHasItsCodeAndMessage) {
             "options.fp8_recipe.amax_compute_algo: must be max or most_recent, got 'mean'"}}) {
     v1::RunBenchmarkRequest bad = SlowJob(1, 5);
     edit(*bad.mutable_options()->mutable_fp8_recipe());
-    grpc::ClientContext fctx;
-    auto freader = stub_->RunBenchmark(&fctx, bad);
-    while (freader->Read(&e)) {
-    }
-    const grpc::Status fs = freader->Finish();
+    const grpc::Status fs = JobStatus(*stub_, bad);
     EXPECT_EQ(fs.error_code(), grpc::INVALID_ARGUMENT);
     EXPECT_NE(fs.error_message().find(message), std::string::npos) << fs.error_message();
   }
   v1::RunBenchmarkRequest suite;
   suite.set_suite("huge");
-  grpc::ClientContext ctx2;
-  auto reader2 = stub_->RunBenchmark(&ctx2, suite);
-  while (reader2->Read(&e)) {
-  }
-  EXPECT_EQ(reader2->Finish().error_message(), "suite: unknown 'huge'; expected codelab or large");
+  EXPECT_EQ(JobStatus(*stub_, suite).error_message(),
+            "suite: unknown 'huge'; expected codelab or large");
 }
 
 TEST_F(ServerTest, QueueFullIsUnavailableAndAQueuedCallMissesItsDeadline) {

@@ -40,6 +40,21 @@ def test_round_trip_against_float64_reference(client, dtype, shape):
     assert abs(float(out[worst]) - ref[worst]) <= rounding[np.dtype(dtype)] * max(1.0, abs(ref[worst])), worst
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_kv_lens_mask_each_sequences_keys(client, causal):
+    q, k, v = inputs(3, 4, 40, 4, 2, 32, np.float16, seed=5)
+    lens = [1, 40, 17]
+    out = client.attend(q, k, v, causal=causal, kv_lens=lens)
+    result = attn_client.check(out, q, k, v, causal=causal, kv_lens=lens)
+    assert result.close, result
+    # Keys past a length do not count: cutting K and V there gives the same batch element.
+    cut = client.attend(q[2:], k[2:, :17], v[2:, :17], causal=causal)
+    np.testing.assert_allclose(out[2:].astype(np.float64), cut.astype(np.float64), atol=2e-3)
+    with pytest.raises(attn_client.AttnError) as e:
+        client.attend(q, k, v, kv_lens=[1, 41, 2])
+    assert e.value.message == "kv_lens[1] = 41 is outside 1..S (S = 40)"
+
+
 def test_dtype_rounds_the_inputs_and_returns_the_callers_dtype(client):
     q, k, v = inputs(1, 16, 16, 2, 2, 32, np.float64)
     out = client.attend(q, k, v, dtype="bfloat16")

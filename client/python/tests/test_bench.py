@@ -105,3 +105,15 @@ def test_ctrl_c_cancels_the_job_on_the_server(own_server):
             time.sleep(0.1)
         assert cancelled.search(own_server.log_text()), own_server.log_text()
         assert c.health().serving  # and the server goes on serving
+
+
+def test_cases_with_kv_lens_get_their_own_rows_and_the_kv_bandwidth(client):
+    cases = [attn_client.Case(batch=b, seq_len=1, kv_len=64, kv_lens=lens, section="decode", **SMALL)
+             for b, lens in ((2, [3, 64]), (3, [1, 64, 20]))]
+    results = client.bench(cases=cases, check=True, repeats=2, warmup=0, progress=False)
+    table = results.table("decode")
+    assert table.headers[4] == "K/V GB/s"
+    assert [row[1] for row in table.rows] == ["B2 T1 S64 N4 K4 H32 kv_lens=[3,64]",
+                                              "B3 T1 S64 N4 K4 H32 kv_lens=[1,64,20]"]
+    assert all(float(row[4]) > 0 for row in table.rows)
+    assert all(r.max_abs_error < 1e-5 for r in results.cases)

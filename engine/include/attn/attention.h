@@ -38,10 +38,15 @@ struct Piece {
 // it: one piece, the whole problem.
 std::vector<Piece> PlanPieces(const AttentionProblem& p, double max_flops);
 
-// The FLOPs of the largest piece PlanPieces(p, max_flops) makes, without listing them.
+// PlanPieces sizes pieces by the FLOPs of every key (WithAllKeys(p)): with kv_lens the pieces are
+// those of the same problem without, each within max_flops whatever its lengths.
+//
+// The FLOPs of the largest piece PlanPieces(p, max_flops) makes, every key counted, without
+// listing them.
 double LargestPieceFlops(const AttentionProblem& p, double max_flops);
 
-// The sub-problem a piece computes and its views into `t` (strides kept, data offset).
+// The sub-problem a piece computes (kv_lens sliced to its batch rows) and its views into `t`
+// (strides kept, data and kv_lens offset).
 AttentionProblem PieceProblem(const AttentionProblem& p, const Piece& piece);
 AttentionTensors PieceTensors(const AttentionProblem& p, const AttentionTensors& t,
                               const Piece& piece);

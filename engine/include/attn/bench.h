@@ -28,7 +28,8 @@ struct BenchCase {
 
 // The named suites: "codelab" (the codelab's tables: sequence and batch sweeps, MHA/GQA/MQA,
 // causal sweep, correctness rows) and "large" (datacenter GPUs: B=4, N=16, H=128, T up to 8192,
-// and GQA with N=32). On a CPU device every table is measured with the cpu backend instead of
+// GQA with N=32, and decode: B 1..64, T 1 (16 at B16), S 1024..32768, N32 K8 H128, also with
+// ragged kv_lens). On a CPU device every table is measured with the cpu backend instead of
 // the GPU implementations. InvalidArgument for other names.
 absl::StatusOr<std::vector<BenchCase>> ExpandSuite(absl::string_view name,
                                                    const DeviceInfo& device);
@@ -70,6 +71,11 @@ struct BenchOptions {
 
 inline constexpr double kMaxNumericsFlops = 4e9;
 
+// Whether check_numerics compares a case of `p` with the float64 cpu backend (on the host) rather
+// than naive float32 on the GPU: at most kMaxNumericsFlops with every key counted (WithAllKeys),
+// so the choice, and the cost admission estimates for it, do not depend on kv_lens.
+bool NumericsOnHost(const AttentionProblem& p);
+
 struct BenchResult {
   BenchCase bench_case;
   uint64_t seed = 0;        // the case's inputs (CaseSeed of the job's seed and the case's index)
@@ -79,6 +85,7 @@ struct BenchResult {
   bool budget_cut = false;  // fewer than the requested repeats ran because of case_budget_s
   double tflops = 0;        // AttentionFlops / median
   double gbps = 0;          // AttentionMinBytes / median
+  double kv_gbps = 0;       // KeyValueBytesRead / median: the effective K/V bandwidth
   int64_t workspace_bytes = 0;
   int64_t peak_arena_bytes = 0;  // inputs, output and workspace of this case
   std::string timing;            // "cuda events", "cuda graph (20 calls per replay)", "host clock"
@@ -115,8 +122,9 @@ struct BenchResult {
 absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType dtype,
                         uint64_t seed, const StopToken* stop = nullptr);
 
-// One call's four packed BTNH buffers (PackedTensors of `p`) taken from `context`'s arena; the
-// blocks go back to the arena when this is destroyed. `out` is left as it is.
+// One call's four packed BTNH buffers (PackedTensors of `p`) taken from `context`'s arena, and
+// with kv_lens a fifth holding p.kv_lens (copied there: tensors.kv_lens); the blocks go back to
+// the arena when this is destroyed. q, k, v and `out` are left as they are.
 struct PackedBuffers {
   std::vector<ArenaBlock> blocks;
   AttentionTensors tensors;

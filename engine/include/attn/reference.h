@@ -19,11 +19,12 @@ int ReferenceThreads();
 // Scratch bytes ReferenceAttention needs for `p`: Q, K and V widened to double, packed BTNH.
 absl::StatusOr<int64_t> ReferenceScratchBytes(const AttentionProblem& p);
 
-// t.out = softmax(scale * Q K^T [+ causal mask]) V with every product and sum in double, rounded
-// once to out's dtype. Host views that ValidateTensors accepted; `scratch` holds
-// ReferenceScratchBytes(p) bytes. Rows are spread over a thread pool kept for the process, on at
-// most `max_threads` threads, the caller's included (0: all); `stop`, when set, is checked as
-// rows go and its reason returned.
+// t.out = softmax(scale * Q K^T [+ masks]) V with every product and sum in double, rounded
+// once to out's dtype; batch element b sees its first t.kv_lens[b] keys (clamped to [0, S]) when
+// t.kv_lens is set, and only those scores are computed. Host views that ValidateTensors accepted;
+// `scratch` holds ReferenceScratchBytes(p) bytes. Rows are spread over a thread pool kept for the
+// process, on at most `max_threads` threads, the caller's included (0: all); `stop`, when set, is
+// checked as rows go and its reason returned.
 absl::Status ReferenceAttention(const AttentionProblem& p, const AttentionTensors& t, void* scratch,
                                 const StopToken* stop = nullptr, int max_threads = 0);
 

@@ -36,12 +36,17 @@ struct TensorView {
 // The tensors of one attention call.
 struct AttentionTensors {
   TensorView q, k, v, out;
+  // The problem's kv_lens (B int32 values) in the same memory kind as q, k, v and out, where the
+  // kernels read them: set iff AttentionProblem::kv_lens is non-empty. Implementations never
+  // trust what they read here (they clamp it to [0, S]); validation compares host copies only.
+  const int32_t* kv_lens = nullptr;
 };
 
 // Packed BTNH views of one call's four buffers, each holding exactly its tensor: q and out
-// (B, T, N, H), k and v (B, S, K, H), all of `p`'s dtype in `memory`.
+// (B, T, N, H), k and v (B, S, K, H), all of `p`'s dtype in `memory`, and the B lengths at
+// `kv_lens` (null without them).
 AttentionTensors PackedTensors(const AttentionProblem& p, MemoryKind memory, void* q, void* k,
-                               void* v, void* out);
+                               void* v, void* out, const int32_t* kv_lens = nullptr);
 
 // Checks that `view` (named `name` in messages: "q", "k", "v", "out") is a valid operand of `p`:
 // data non-null, dtype equals the problem's, shape is (B, T, N, H) for q/out or (B, S, K, H) for
@@ -49,8 +54,9 @@ AttentionTensors PackedTensors(const AttentionProblem& p, MemoryKind memory, voi
 // capacity_bytes (computed without int64 overflow). InvalidArgument naming the field and rule.
 absl::Status ValidateTensor(const TensorView& view, const AttentionProblem& p, const char* name);
 
-// ValidateTensor on all four, plus: all in the same memory kind, and `out` overlapping none of
-// q, k, v (a write through `out` must never destroy an input).
+// ValidateTensor on all four, plus: all in the same memory kind, `out` overlapping none of q, k,
+// v and kv_lens (a write through `out` must never destroy an input), and kv_lens set iff the
+// problem has lengths; in host memory, its values equal the problem's.
 absl::Status ValidateTensors(const AttentionTensors& t, const AttentionProblem& p);
 
 }  // namespace attn

@@ -4,11 +4,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define ATTN_HOST_DEVICE __host__ __device__
-#else
-#define ATTN_HOST_DEVICE
-#endif
+#include "host_device.h"
 
 namespace attn {
 

@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "attn/bench.h"
+#include "attn/kv_lens.h"
 
 namespace attn {
 namespace {
@@ -69,6 +70,9 @@ std::vector<BenchCase> Codelab(bool gpu) {
   return out;
 }
 
+// The seed of the large suite's ragged decode lengths.
+constexpr uint64_t kDecodeLengthsSeed = 24;
+
 std::vector<BenchCase> Large() {
   std::vector<BenchCase> out;
   constexpr auto bf16 = DType::kBFloat16;
@@ -82,6 +86,32 @@ std::vector<BenchCase> Large() {
   for (int64_t k : {32, 8, 1}) {
     Add(out, "large GQA", AttentionProblem::SelfAttention(4, 2048, 32, 128, bf16, true, k),
         {{"cudnn", bf16}, {"fused", bf16}});
+  }
+  // Decode: a few queries against long K/V caches at N32 K8 H128 (Llama-3-8B's attention),
+  // unmasked. Reading K and V bounds it: results report kv_gbps, whose ceiling is the device's
+  // copy bandwidth (4.26 TB/s on the H200; PERF.md). B64 with S32768 is left out: its 8 GiB of K
+  // and V would not fit a worker's arena in the cohort's deployment (8 GiB); the largest case
+  // here holds 2 GiB.
+  const auto decode = [](int64_t b, int64_t t, int64_t s) {
+    AttentionProblem p = AttentionProblem::SelfAttention(b, t, 32, 128, bf16, false, 8);
+    p.kv_len = s;
+    return p;
+  };
+  for (int64_t b : {1, 4, 16, 64}) {
+    for (int64_t s : {1024, 4096, 8192, 32768}) {
+      if (b * s > 64 * 8192) continue;
+      for (int64_t t : {1, 16}) {
+        if (t == 1 || b == 16)
+          Add(out, "decode", decode(b, t, s), {{"cudnn", bf16}, {"fused", bf16}});
+      }
+    }
+  }
+  // Ragged decode: each sequence's length drawn uniformly from 1..S (seeded, the same on every
+  // server), so half the cache is read on average.
+  for (int64_t b : {16, 64}) {
+    AttentionProblem p = decode(b, 1, 8192);
+    p.kv_lens = UniformKvLens(b, 1, 8192, kDecodeLengthsSeed);
+    Add(out, "decode ragged", p, {{"cudnn", bf16}, {"fused", bf16}});
   }
   return out;
 }

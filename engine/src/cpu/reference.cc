@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/thread_pool.h"
+#include "visible_keys.h"
 
 namespace attn {
 namespace {
@@ -88,13 +89,13 @@ absl::Status ReferenceAttention(const AttentionProblem& p, const AttentionTensor
         const int64_t b = bn / N, n = bn % N, kh = n / group;
         const int64_t t_begin = (task % tasks_per_head) * kRowsPerTask;
         const int64_t t_end = std::min(T, t_begin + kRowsPerTask);
+        const int64_t len = ClampedKvLen(t.kv_lens, b, S);
         std::vector<double> scores(static_cast<size_t>(S));
         std::vector<double> acc(static_cast<size_t>(H));
         for (int64_t row = t_begin; row < t_end; ++row) {
           if (should_stop()) return;
           const double* qr = q + ((b * T + row) * N + n) * H;
-          // Top-left causal: query `row` sees keys 0..row.
-          const int64_t visible = p.causal ? std::min(S, row + 1) : S;
+          const int64_t visible = VisibleKeys(len, row, p.causal);
           double max_score = -std::numeric_limits<double>::infinity();
           for (int64_t s = 0; s < visible; ++s) {
             if (s % kKeysPerStopCheck == kKeysPerStopCheck - 1 && should_stop()) return;
@@ -113,8 +114,8 @@ absl::Status ReferenceAttention(const AttentionProblem& p, const AttentionTensor
             for (int64_t h = 0; h < H; ++h) acc[h] += w * vr[h];
           }
           const int64_t out_base = t.out.Offset(b, row, n);
-          for (int64_t h = 0; h < H; ++h)
-            StoreFromDouble(t.out.data, p.dtype, out_base + h, acc[h] / sum);
+          for (int64_t h = 0; h < H; ++h)  // no visible key (a length of 0): zeros
+            StoreFromDouble(t.out.data, p.dtype, out_base + h, visible > 0 ? acc[h] / sum : 0.0);
         }
       },
       max_threads);

@@ -4,14 +4,19 @@
 // Tensors are described to cuDNN by their BTNH strides as (B, heads, L, H) views: no transposes.
 // Graphs are built once per full key (problem, strides, autotune) and kept in the per-device
 // plan cache of the cuDNN graph layer (cudnn/graph.h), next to a handle bound to the context's
-// stream.
+// stream. kv_lens become cuDNN's padding mask: seq_len_q (T for every batch element) and
+// seq_len_kv, (B, 1, 1, 1) int32 tensors written into the workspace by a small kernel (which
+// clamps the lengths to S) before each call; the graph depends on having lengths, not on them.
 #include <array>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
 #include "backends.h"
+#include "cuda/check.h"
 #include "cudnn/graph.h"
+#include "cudnn/seq_lens.h"
 
 namespace attn {
 namespace {
@@ -21,9 +26,16 @@ using cudnn::PlanKey;
 namespace fe = cudnn::fe;
 
 constexpr int64_t kQ = 1, kK = 2, kV = 3, kO = 4;  // tensor UIDs in the graph
+constexpr int64_t kSeqLenQ = 5, kSeqLenKv = 6;     // with kv_lens: the padding mask's lengths
 
 std::array<int64_t, 4> PackedStrides(int64_t l, int64_t heads, int64_t h) {
   return {l * heads * h, heads * h, h, 1};
+}
+
+// With kv_lens, the workspace starts with seq_len_q and seq_len_kv (B int32 each); cuDNN's own
+// workspace follows, 256-byte aligned.
+int64_t SeqLenBytes(const AttentionProblem& p) {
+  return p.kv_lens.empty() ? 0 : (2 * p.batch * 4 + 255) / 256 * 256;
 }
 
 // Everything a graph depends on: the problem, the four tensors' strides and autotune.
@@ -68,6 +80,19 @@ absl::StatusOr<Plan> Build(const AttentionProblem& p, const std::array<int64_t, 
   if (p.causal)
     options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
         .set_diagonal_band_right_bound(0);
+  if (!p.kv_lens.empty()) {
+    auto seq_len = [&](const char* name, int64_t uid) {
+      return graph->tensor(fe::graph::Tensor_attributes()
+                               .set_name(name)
+                               .set_uid(uid)
+                               .set_dim({p.batch, 1, 1, 1})
+                               .set_stride({1, 1, 1, 1})
+                               .set_data_type(fe::DataType_t::INT32));
+    };
+    options.set_padding_mask(true)
+        .set_seq_len_q(seq_len("seq_len_q", kSeqLenQ))
+        .set_seq_len_kv(seq_len("seq_len_kv", kSeqLenKv));
+  }
   auto [o, stats] = graph->sdpa(q, k, v, options);
   (void)stats;
   const auto& os = o_strides;
@@ -106,6 +131,9 @@ class CudnnBackend final : public Backend {
     ATTN_UNSUPPORTED_IF(p.head_dim > max_head_dim,
                         "cudnn: head_dim must be <= %d on compute capability %d.%d; got %d",
                         max_head_dim, device.cc_major, device.cc_minor, p.head_dim);
+    ATTN_UNSUPPORTED_IF(
+        !p.kv_lens.empty() && p.q_len > std::numeric_limits<int32_t>::max(),
+        "cudnn: with kv_lens, q_len must fit cuDNN's int32 sequence lengths; got %d", p.q_len);
     return absl::OkStatus();
   }
 
@@ -115,7 +143,7 @@ class CudnnBackend final : public Backend {
     const auto kv = PackedStrides(p.kv_len, p.num_kv_heads, p.head_dim);
     auto plan = GetPlan(p, qo, kv, kv, qo, options.autotune, context);
     if (!plan.ok()) return plan.status();
-    return (*plan)->workspace_bytes;
+    return SeqLenBytes(p) + (*plan)->workspace_bytes;
   }
 
   absl::Status Run(const RunArgs& args) const override {
@@ -130,19 +158,30 @@ class CudnnBackend final : public Backend {
     auto plan = PlanLocked(s, args.problem, t.q.strides, t.k.strides, t.v.strides, t.out.strides,
                            args.options.autotune);
     if (!plan.ok()) return plan.status();
-    if ((*plan)->workspace_bytes > args.workspace_bytes) {
+    const AttentionProblem& p = args.problem;
+    const int64_t seq_len_bytes = SeqLenBytes(p);
+    if (seq_len_bytes + (*plan)->workspace_bytes > args.workspace_bytes) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "cudnn: the plan for these strides needs %d workspace bytes, %d were given",
-          (*plan)->workspace_bytes, args.workspace_bytes));
+          seq_len_bytes + (*plan)->workspace_bytes, args.workspace_bytes));
     }
     std::unordered_map<int64_t, void*> pack{
         {kQ, t.q.data}, {kK, t.k.data}, {kV, t.v.data}, {kO, t.out.data}};
+    if (!p.kv_lens.empty()) {
+      auto* seq_len_q = static_cast<int32_t*>(args.workspace);
+      int32_t* seq_len_kv = seq_len_q + p.batch;
+      ATTN_CUDA_RETURN_IF_ERROR(LaunchSeqLens(t.kv_lens, p.batch, p.q_len, p.kv_len, seq_len_q,
+                                              seq_len_kv, args.context.stream()));
+      pack.emplace(kSeqLenQ, seq_len_q);
+      pack.emplace(kSeqLenKv, seq_len_kv);
+    }
+    void* workspace = static_cast<char*>(args.workspace) + seq_len_bytes;
     if (args.options.autotune) {
       // Times every built plan on these buffers (overwriting out, which the run below rewrites)
       // and makes the fastest the graph's choice for every later call with this key.
-      if (auto a = s.AutotuneLocked(**plan, pack, args.workspace); !a.ok()) return a;
+      if (auto a = s.AutotuneLocked(**plan, pack, workspace); !a.ok()) return a;
     }
-    ATTN_CUDNN_RETURN_IF_ERROR((*plan)->graph->execute(s.handle(), pack, args.workspace));
+    ATTN_CUDNN_RETURN_IF_ERROR((*plan)->graph->execute(s.handle(), pack, workspace));
     return absl::OkStatus();
   }
 

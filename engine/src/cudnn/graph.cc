@@ -33,15 +33,10 @@ PlanKey KeyFields(const AttentionProblem& p) {
   const double scale = p.EffectiveScale();
   int64_t scale_bits;
   std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
-  return {p.batch,
-          p.q_len,
-          p.kv_len,
-          p.num_heads,
-          p.num_kv_heads,
-          p.head_dim,
-          static_cast<int64_t>(p.dtype),
-          static_cast<int64_t>(p.causal),
-          scale_bits};
+  return {p.batch, p.q_len, p.kv_len, p.num_heads, p.num_kv_heads, p.head_dim,
+          static_cast<int64_t>(p.dtype), static_cast<int64_t>(p.causal), scale_bits,
+          // Lengths change the graph (a padding mask with its two inputs); their values do not.
+          static_cast<int64_t>(!p.kv_lens.empty())};
 }
 
 size_t PlanKeyHash::operator()(const PlanKey& key) const {

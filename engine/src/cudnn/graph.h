@@ -52,7 +52,8 @@ namespace attn::cudnn {
 // (KeyFields), then what the backend adds (strides, layout, autotune). Equality and the hash run
 // over the whole list, so no field can be left out of either.
 using PlanKey = std::vector<int64_t>;
-// The problem's fields, in one place: B, T, S, N, K, H, dtype, causal, the scale's bits.
+// The problem's fields, in one place: B, T, S, N, K, H, dtype, causal, the scale's bits, and
+// whether it has kv_lens (not their values: one graph serves every set of lengths).
 PlanKey KeyFields(const AttentionProblem& p);
 
 struct PlanKeyHash {

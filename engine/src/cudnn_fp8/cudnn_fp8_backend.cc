@@ -268,6 +268,11 @@ class CudnnFp8Backend final : public Backend {
                         "cudnn_fp8: head_dim must be <= %d in FP8 on compute capability %d.%d; "
                         "got %d",
                         max_head_dim, device.cc_major, device.cc_minor, p.head_dim);
+    // Per-tensor scales: the amaxes of K and V would be taken over all S rows, the padding past
+    // each length included, and so would the batch chunks' quantise passes.
+    ATTN_UNSUPPORTED_IF(!p.kv_lens.empty(),
+                        "cudnn_fp8: kv_lens not supported: its K and V scales are per tensor, "
+                        "their amaxes taken over all S rows (padding included); use cudnn");
     return absl::OkStatus();
   }
 

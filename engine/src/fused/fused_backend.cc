@@ -176,6 +176,7 @@ class FusedBackend final : public Backend {
     ATTN_UNSUPPORTED_IF(p.q_len > kIntMax || p.kv_len > kIntMax,
                         "fused: q_len (%d) and kv_len (%d) must be <= %d", p.q_len, p.kv_len,
                         kIntMax);
+    ATTN_UNSUPPORTED_IF(!p.kv_lens.empty(), "fused: kv_lens not supported yet");
     return absl::OkStatus();
   }
 

@@ -1,8 +1,9 @@
 // `naive`: the codelab's naive cell done right. Scores = Q K^T by one batched cuBLAS GEMM into a
-// materialised (B, N, T, S) float32 matrix, a softmax kernel applying scale and causal mask in
-// place, then out = P V by a second batched GEMM. GQA/MQA by pointer: query head n reads K/V head
-// n / (N / K), nothing is copied. fp32 inputs run true fp32 GEMMs (no TF32); bf16/fp16 inputs
-// use the tensor cores with fp32 accumulation and P narrowed to the input dtype.
+// materialised (B, N, T, S) float32 matrix, a softmax kernel applying scale and the masks (kv_lens,
+// causal) in place, then out = P V by a second batched GEMM (masked keys have weight 0; their
+// scores are computed anyway, so kv_lens saves no time here). GQA/MQA by pointer: query head n
+// reads K/V head n / (N / K), nothing is copied. fp32 inputs run true fp32 GEMMs (no TF32);
+// bf16/fp16 inputs use the tensor cores with fp32 accumulation and P narrowed to the input dtype.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -154,9 +155,16 @@ class NaiveBackend final : public Backend {
     const SoftmaxOut softmax_out = p.dtype == DType::kFloat32    ? SoftmaxOut::kFloat32
                                    : p.dtype == DType::kBFloat16 ? SoftmaxOut::kBFloat16
                                                                  : SoftmaxOut::kFloat16;
-    ATTN_CUDA_RETURN_IF_ERROR(LaunchMaskedSoftmax(scores, count * p.q_len, p.q_len, p.kv_len,
-                                                  static_cast<float>(p.EffectiveScale()), p.causal,
-                                                  softmax_out, stream));
+    SoftmaxParams sp{};
+    sp.scores = scores;
+    sp.rows = count * p.q_len;
+    sp.q_len = p.q_len;
+    sp.kv_len = p.kv_len;
+    sp.rows_per_batch = p.num_heads * p.q_len;
+    sp.kv_lens = p.kv_lens.empty() ? nullptr : t.kv_lens;
+    sp.scale = static_cast<float>(p.EffectiveScale());
+    sp.causal = p.causal;
+    ATTN_CUDA_RETURN_IF_ERROR(LaunchMaskedSoftmax(sp, softmax_out, stream));
 
     // Half-precision P sits in the first half of each float row: its row stride is 2 * S.
     const int ldp = p.dtype == DType::kFloat32 ? S : 2 * S;

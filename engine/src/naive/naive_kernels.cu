@@ -5,6 +5,7 @@
 
 #include "cuda/from_float.cuh"
 #include "naive/naive_kernels.h"
+#include "visible_keys.h"
 
 namespace attn {
 namespace {
@@ -56,6 +57,12 @@ __device__ void Accumulate(float x, float& m, float& l) {
   }
 }
 
+// Keys row `row` of `p` sees (VisibleKeys of its batch element's clamped length).
+__device__ int64_t RowVisibleKeys(const SoftmaxParams& p, int64_t row) {
+  return VisibleKeys(ClampedKvLen(p.kv_lens, row / p.rows_per_batch, p.kv_len), row % p.q_len,
+                     p.causal);
+}
+
 // One block per row (grid-strided). When the row fits in shared memory (kCached) it is read
 // from global memory once: the online max and sum come from that read, the probabilities from
 // the cached copy. Otherwise a second pass re-reads the row (from L2 for most sizes); for half
@@ -63,15 +70,14 @@ __device__ void Accumulate(float x, float& m, float& l) {
 // of a chunk: chunk c's writes cover float elements below (c + 1) * kThreads / 2, all of which
 // were read before, so in-place narrowing never loses a score.
 template <int kThreads, bool kCached, typename OutT>
-__global__ void __launch_bounds__(kThreads)
-    MaskedSoftmaxKernel(float* scores, int64_t rows, int64_t q_len, int64_t kv_len, float scale,
-                        bool causal) {
+__global__ void __launch_bounds__(kThreads) MaskedSoftmaxKernel(SoftmaxParams p) {
   __shared__ float shared_m[kThreads / 32], shared_l[kThreads / 32];
   extern __shared__ float cached[];  // kv_len floats when kCached
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    float* in = scores + row * kv_len;
-    const int64_t t = row % q_len;
-    const int64_t visible = causal ? min(kv_len, t + 1) : kv_len;
+  const int64_t kv_len = p.kv_len;
+  const float scale = p.scale;
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    float* in = p.scores + row * kv_len;
+    const int64_t visible = RowVisibleKeys(p, row);
 
     float m = -INFINITY, l = 0.f;
     for (int64_t s = threadIdx.x; s < visible; s += kThreads) {
@@ -92,10 +98,10 @@ __global__ void __launch_bounds__(kThreads)
     } else {
       for (int64_t base = 0; base < kv_len; base += kThreads) {
         const int64_t s = base + threadIdx.x;
-        float p = 0.f;
-        if (s < visible) p = expf(in[s] * scale - m) * inv_sum;
+        float prob = 0.f;
+        if (s < visible) prob = expf(in[s] * scale - m) * inv_sum;
         if constexpr (sizeof(OutT) < sizeof(float)) __syncthreads();
-        if (s < kv_len) out[s] = FromFloat<OutT>(p);
+        if (s < kv_len) out[s] = FromFloat<OutT>(prob);
       }
     }
     __syncthreads();  // shared state is reused by the next row
@@ -108,14 +114,14 @@ __global__ void __launch_bounds__(kThreads)
 // == 0 (rows then stay 16-byte aligned). Narrowing to half in place is safe: every lane's loads
 // have completed once the max reduction, which consumes them, has finished.
 template <int kVecs, typename OutT>
-__global__ void __launch_bounds__(128) WarpSoftmaxKernel(float* scores, int64_t rows, int64_t q_len,
-                                                         int64_t kv_len, float scale, bool causal) {
+__global__ void __launch_bounds__(128) WarpSoftmaxKernel(SoftmaxParams p) {
   const int lane = threadIdx.x % 32;
   const int64_t row = blockIdx.x * int64_t{4} + threadIdx.x / 32;
-  if (row >= rows) return;
-  float* in = scores + row * kv_len;
-  const int64_t t = row % q_len;
-  const int64_t visible = causal ? min(kv_len, t + 1) : kv_len;
+  if (row >= p.rows) return;
+  const int64_t kv_len = p.kv_len;
+  const float scale = p.scale;
+  float* in = p.scores + row * kv_len;
+  const int64_t visible = RowVisibleKeys(p, row);
   const float4* in4 = reinterpret_cast<const float4*>(in);
 
   float4 x[kVecs];
@@ -129,7 +135,7 @@ __global__ void __launch_bounds__(128) WarpSoftmaxKernel(float* scores, int64_t 
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
     const int64_t s = 4 * (int64_t{j} * 32 + lane);
-    // Keys past `visible` (causal) or past the row are masked to -inf, hence weight 0.
+    // Keys past `visible` (kv_lens, causal) or past the row are masked to -inf, hence weight 0.
     x[j].x = s + 0 < visible ? x[j].x * scale : -INFINITY;
     x[j].y = s + 1 < visible ? x[j].y * scale : -INFINITY;
     x[j].z = s + 2 < visible ? x[j].z * scale : -INFINITY;
@@ -139,6 +145,7 @@ __global__ void __launch_bounds__(128) WarpSoftmaxKernel(float* scores, int64_t 
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2)
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  if (m == -INFINITY) m = 0.f;  // no visible key: every weight exp(-inf) = 0, the row zeros
   float l = 0.f;
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
@@ -150,7 +157,7 @@ __global__ void __launch_bounds__(128) WarpSoftmaxKernel(float* scores, int64_t 
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) l += __shfl_xor_sync(0xffffffffu, l, offset);
-  const float inv_sum = 1.f / l;
+  const float inv_sum = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
   for (int j = 0; j < kVecs; ++j) {
     const int64_t v = int64_t{j} * 32 + lane;
@@ -170,21 +177,17 @@ __global__ void __launch_bounds__(128) WarpSoftmaxKernel(float* scores, int64_t 
 }
 
 template <int kVecs>
-cudaError_t LaunchWarpSoftmax(float* scores, int64_t rows, int64_t q_len, int64_t kv_len,
-                              float scale, bool causal, SoftmaxOut out, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>((rows + 3) / 4);
+cudaError_t LaunchWarpSoftmax(const SoftmaxParams& p, SoftmaxOut out, cudaStream_t stream) {
+  const unsigned grid = static_cast<unsigned>((p.rows + 3) / 4);
   switch (out) {
     case SoftmaxOut::kFloat32:
-      WarpSoftmaxKernel<kVecs, float>
-          <<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      WarpSoftmaxKernel<kVecs, float><<<grid, 128, 0, stream>>>(p);
       break;
     case SoftmaxOut::kBFloat16:
-      WarpSoftmaxKernel<kVecs, __nv_bfloat16>
-          <<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      WarpSoftmaxKernel<kVecs, __nv_bfloat16><<<grid, 128, 0, stream>>>(p);
       break;
     case SoftmaxOut::kFloat16:
-      WarpSoftmaxKernel<kVecs, __half>
-          <<<grid, 128, 0, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      WarpSoftmaxKernel<kVecs, __half><<<grid, 128, 0, stream>>>(p);
       break;
   }
   return cudaGetLastError();
@@ -195,37 +198,28 @@ cudaError_t LaunchWarpSoftmax(float* scores, int64_t rows, int64_t q_len, int64_
 constexpr int64_t kMaxCachedRow = 48 * 1024 / sizeof(float);
 
 template <int kThreads, bool kCached>
-cudaError_t LaunchSoftmaxCached(float* scores, int64_t rows, int64_t q_len, int64_t kv_len,
-                                float scale, bool causal, SoftmaxOut out, cudaStream_t stream) {
+cudaError_t LaunchSoftmaxCached(const SoftmaxParams& p, SoftmaxOut out, cudaStream_t stream) {
   // Enough blocks to fill any GPU many times over; rows beyond that are grid-strided.
-  const unsigned grid = static_cast<unsigned>(rows < (1 << 20) ? rows : (1 << 20));
-  const size_t smem = kCached ? static_cast<size_t>(kv_len) * sizeof(float) : 0;
+  const unsigned grid = static_cast<unsigned>(p.rows < (1 << 20) ? p.rows : (1 << 20));
+  const size_t smem = kCached ? static_cast<size_t>(p.kv_len) * sizeof(float) : 0;
   switch (out) {
     case SoftmaxOut::kFloat32:
-      MaskedSoftmaxKernel<kThreads, kCached, float>
-          <<<grid, kThreads, smem, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      MaskedSoftmaxKernel<kThreads, kCached, float><<<grid, kThreads, smem, stream>>>(p);
       break;
     case SoftmaxOut::kBFloat16:
-      MaskedSoftmaxKernel<kThreads, kCached, __nv_bfloat16>
-          <<<grid, kThreads, smem, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      MaskedSoftmaxKernel<kThreads, kCached, __nv_bfloat16><<<grid, kThreads, smem, stream>>>(p);
       break;
     case SoftmaxOut::kFloat16:
-      MaskedSoftmaxKernel<kThreads, kCached, __half>
-          <<<grid, kThreads, smem, stream>>>(scores, rows, q_len, kv_len, scale, causal);
+      MaskedSoftmaxKernel<kThreads, kCached, __half><<<grid, kThreads, smem, stream>>>(p);
       break;
   }
   return cudaGetLastError();
 }
 
 template <int kThreads>
-cudaError_t LaunchSoftmaxWith(float* scores, int64_t rows, int64_t q_len, int64_t kv_len,
-                              float scale, bool causal, SoftmaxOut out, cudaStream_t stream) {
-  if (kv_len <= kMaxCachedRow) {
-    return LaunchSoftmaxCached<kThreads, true>(scores, rows, q_len, kv_len, scale, causal, out,
-                                               stream);
-  }
-  return LaunchSoftmaxCached<kThreads, false>(scores, rows, q_len, kv_len, scale, causal, out,
-                                              stream);
+cudaError_t LaunchSoftmaxWith(const SoftmaxParams& p, SoftmaxOut out, cudaStream_t stream) {
+  if (p.kv_len <= kMaxCachedRow) return LaunchSoftmaxCached<kThreads, true>(p, out, stream);
+  return LaunchSoftmaxCached<kThreads, false>(p, out, stream);
 }
 
 }  // namespace
@@ -238,31 +232,23 @@ cudaError_t LaunchNaivePointers(const NaivePointerParams& params, cudaStream_t s
   return cudaGetLastError();
 }
 
-cudaError_t LaunchMaskedSoftmax(float* scores, int64_t rows, int64_t q_len, int64_t kv_len,
-                                float scale, bool causal, SoftmaxOut out, cudaStream_t stream) {
+cudaError_t LaunchMaskedSoftmax(const SoftmaxParams& p, SoftmaxOut out, cudaStream_t stream) {
   // Rows of up to 4096 scores with kv_len % 4 == 0 live in one warp's registers (at most 32
   // float4 per lane); one read and one write of the row. The block kernels take the rest.
-  if (kv_len % 4 == 0 && rows <= (int64_t{1} << 32)) {  // grid = rows / 4 stays below 2^31
-    if (kv_len <= 128)
-      return LaunchWarpSoftmax<1>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 256)
-      return LaunchWarpSoftmax<2>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 512)
-      return LaunchWarpSoftmax<4>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 1024)
-      return LaunchWarpSoftmax<8>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 2048)
-      return LaunchWarpSoftmax<16>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-    if (kv_len <= 4096)
-      return LaunchWarpSoftmax<32>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+  const int64_t kv_len = p.kv_len;
+  if (kv_len % 4 == 0 && p.rows <= (int64_t{1} << 32)) {  // grid = rows / 4 stays below 2^31
+    if (kv_len <= 128) return LaunchWarpSoftmax<1>(p, out, stream);
+    if (kv_len <= 256) return LaunchWarpSoftmax<2>(p, out, stream);
+    if (kv_len <= 512) return LaunchWarpSoftmax<4>(p, out, stream);
+    if (kv_len <= 1024) return LaunchWarpSoftmax<8>(p, out, stream);
+    if (kv_len <= 2048) return LaunchWarpSoftmax<16>(p, out, stream);
+    if (kv_len <= 4096) return LaunchWarpSoftmax<32>(p, out, stream);
   }
   // About four scores per thread in a pass: short rows waste no lanes, long rows keep 256
   // threads streaming.
-  if (kv_len <= 128)
-    return LaunchSoftmaxWith<32>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-  if (kv_len <= 512)
-    return LaunchSoftmaxWith<128>(scores, rows, q_len, kv_len, scale, causal, out, stream);
-  return LaunchSoftmaxWith<256>(scores, rows, q_len, kv_len, scale, causal, out, stream);
+  if (kv_len <= 128) return LaunchSoftmaxWith<32>(p, out, stream);
+  if (kv_len <= 512) return LaunchSoftmaxWith<128>(p, out, stream);
+  return LaunchSoftmaxWith<256>(p, out, stream);
 }
 
 }  // namespace attn

@@ -34,10 +34,19 @@ cudaError_t LaunchNaivePointers(const NaivePointerParams& params, cudaStream_t s
 // Output type of the softmax, written in place over each fp32 score row.
 enum class SoftmaxOut { kFloat32, kBFloat16, kFloat16 };
 
-// For each of `rows` rows of `kv_len` fp32 scores (row r is query t = r % q_len): multiplies by
-// `scale`, masks keys s > t when `causal`, and replaces the row with its softmax. Half outputs
-// occupy the first half of the row's bytes (row stride 2 * kv_len half elements).
-cudaError_t LaunchMaskedSoftmax(float* scores, int64_t rows, int64_t q_len, int64_t kv_len,
-                                float scale, bool causal, SoftmaxOut out, cudaStream_t stream);
+// The masked softmax's rows: `rows` rows of `kv_len` fp32 scores, (B, N, T) of them, row r being
+// query t = r % q_len of batch element r / rows_per_batch (rows_per_batch = N * T).
+struct SoftmaxParams {
+  float* scores;
+  int64_t rows, q_len, kv_len, rows_per_batch;
+  const int32_t* kv_lens;  // B lengths in device memory (clamped to [0, kv_len]), or null: all
+  float scale;
+  bool causal;
+};
+
+// For each row: multiplies by `scale`, masks keys s >= kv_lens[b] and, when `causal`, s > t
+// (VisibleKeys), and replaces the row with its softmax (zeros for a row with no key). Half
+// outputs occupy the first half of the row's bytes (row stride 2 * kv_len half elements).
+cudaError_t LaunchMaskedSoftmax(const SoftmaxParams& params, SoftmaxOut out, cudaStream_t stream);
 
 }  // namespace attn

@@ -151,7 +151,8 @@ def _from_proto(cls, msg):
 @dataclass
 class Case:
     """One benchmark case: the problem (the codelab's names), its dtype, mask and backend.
-    kv_len and num_kv_heads 0 mean S = T and K = N; `section` is the table it goes in."""
+    kv_len and num_kv_heads 0 mean S = T and K = N; kv_lens (B lengths in 1..S, or empty: all S)
+    makes batch element b attend to its first kv_lens[b] keys; `section` is the table it goes in."""
 
     batch: int = 4
     seq_len: int = 128
@@ -163,6 +164,7 @@ class Case:
     causal: bool = False
     backend: str = "auto"
     section: str = ""
+    kv_lens: list[int] = field(default_factory=list)
 
     def to_proto(self) -> pb.BenchmarkCase:
         return pb.BenchmarkCase(
@@ -170,7 +172,7 @@ class Case:
             shape=pb.Shape(batch=self.batch, q_len=self.seq_len, kv_len=self.kv_len,
                            num_heads=self.num_heads, num_kv_heads=self.num_kv_heads, head_dim=self.head_dim),
             dtype=pb.DType.Value(arrays.dtype_name(self.dtype).upper()),
-            causal=self.causal, backend=self.backend)
+            causal=self.causal, backend=self.backend, kv_lens=[int(x) for x in self.kv_lens])
 
 
 # --- targets -----------------------------------------------------------------------------------
@@ -314,13 +316,15 @@ class Client:
         return Health(*statuses)
 
     def attend(self, q, k, v, *, causal: bool = False, scale: float | None = None, backend: str = "auto",
-               dtype: Any = None, return_info: bool = False):
+               dtype: Any = None, return_info: bool = False, kv_lens: Iterable[int] | None = None):
         """Scaled dot-product attention on the server.
 
         q is (B, T, N, H), k and v (B, S, K, H): numpy arrays (float32, float16,
         ml_dtypes.bfloat16) or anything with __array__ or __dlpack__ (JAX, PyTorch). The call
         runs in `dtype` (default: q's; the inputs are rounded to it) and the output comes back
-        as a numpy array in q's dtype. return_info=True returns (output, AttendInfo).
+        as a numpy array in q's dtype. kv_lens (B ints in 1..S) makes batch element b attend to
+        its first kv_lens[b] keys (top-left causal on top, as JAX's key_value_seq_lengths).
+        return_info=True returns (output, AttendInfo).
         """
         q, k, v = (arrays.to_numpy(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v")))
         for x, name, layout in ((q, "q", "(B, T, N, H)"), (k, "k", "(B, S, K, H)"), (v, "v", "(B, S, K, H)")):
@@ -342,7 +346,7 @@ class Client:
             shape=pb.Shape(batch=b, q_len=t, kv_len=k.shape[1], num_heads=n, num_kv_heads=k.shape[2], head_dim=h),
             dtype=pb.DType.Value(wire.upper()), causal=causal, scale=_scale(scale), backend=backend,
             tensors=pb.Tensors(q=arrays.to_wire(q, wire), k=arrays.to_wire(k, wire), v=arrays.to_wire(v, wire)),
-            client_id=self.client_id)
+            client_id=self.client_id, kv_lens=_lengths(kv_lens))
         response = self._unary(self._stub.Attend, request)
         out = arrays.from_wire(response.output, wire, q.shape)
         if out.dtype != q.dtype:  # the call ran in another dtype: back to the caller's
@@ -352,15 +356,17 @@ class Client:
     def attend_generated(self, batch: int = 4, seq_len: int = 128, num_heads: int = 8, head_dim: int = 64, *,
                          kv_len: int = 0, num_kv_heads: int = 0, dtype: Any = "bfloat16", causal: bool = False,
                          scale: float | None = None, backend: str = "auto", seed: int = 0,
-                         output: bool = False) -> AttendInfo:
+                         output: bool = False, kv_lens: Iterable[int] | None = None) -> AttendInfo:
         """One Attend on inputs the server generates from `seed` (the same on every replica):
-        timings only, or with output=True also the output (B, T, N, H) in `dtype`."""
+        timings only, or with output=True also the output (B, T, N, H) in `dtype`. kv_lens as
+        in attend()."""
         wire = arrays.dtype_name(dtype)
         request = pb.AttendRequest(
             shape=pb.Shape(batch=batch, q_len=seq_len, kv_len=kv_len, num_heads=num_heads,
                            num_kv_heads=num_kv_heads, head_dim=head_dim),
             dtype=pb.DType.Value(wire.upper()), causal=causal, scale=_scale(scale), backend=backend,
-            generated=pb.GeneratedInputs(seed=seed), omit_output=not output, client_id=self.client_id)
+            generated=pb.GeneratedInputs(seed=seed), omit_output=not output, client_id=self.client_id,
+            kv_lens=_lengths(kv_lens))
         response = self._unary(self._stub.Attend, request)
         info = _attend_info(response)
         if output:
@@ -430,6 +436,11 @@ def _scale(scale: float | None) -> float:
     if not math.isfinite(scale) or scale <= 0:
         raise invalid(f"scale: {scale} must be finite and > 0 (None: 1/sqrt(H))")
     return float(scale)
+
+
+def _lengths(kv_lens: Iterable[int] | None) -> list[int]:
+    """kv_lens as the wire carries them (the server checks the count and each value's range)."""
+    return [] if kv_lens is None else [int(x) for x in np.asarray(kv_lens).reshape(-1)]
 
 
 def _attend_info(r: pb.AttendResponse) -> AttendInfo:

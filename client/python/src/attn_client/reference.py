@@ -17,9 +17,10 @@ from attn_client.arrays import dtype_name, to_numpy
 TOLERANCES = {"float32": (1e-3, 0.0), "bfloat16": (1e-2, 1e-2), "float16": (1e-2, 1e-2)}
 
 
-def reference(q, k, v, *, causal: bool = False, scale: float | None = None) -> np.ndarray:
+def reference(q, k, v, *, causal: bool = False, scale: float | None = None, kv_lens=None) -> np.ndarray:
     """softmax(Q Kᵀ · scale) V in float64, BTNH in and out; K < N is GQA/MQA (query head n reads
-    KV head n // (N / K)); causal is top-left aligned (query t sees keys s <= t)."""
+    KV head n // (N / K)); causal is top-left aligned (query t sees keys s <= t); with kv_lens,
+    batch element b sees its first kv_lens[b] keys only."""
     q, k, v = (to_numpy(x, name).astype(np.float64) for x, name in ((q, "q"), (k, "k"), (v, "v")))
     n, kv = q.shape[2], k.shape[2]
     group = n // kv
@@ -27,9 +28,12 @@ def reference(q, k, v, *, causal: bool = False, scale: float | None = None) -> n
     v = np.repeat(v, group, axis=2)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = np.einsum("btnh,bsnh->bnts", q, k) * scale
+    t, s = scores.shape[-2:]
     if causal:
-        t, s = scores.shape[-2:]
         scores = np.where(np.tril(np.ones((t, s), dtype=bool)), scores, -np.inf)
+    if kv_lens is not None:
+        visible = np.arange(s)[None, :] < np.asarray(kv_lens).reshape(-1, 1)  # (B, S)
+        scores = np.where(visible[:, None, None, :], scores, -np.inf)
     scores -= scores.max(axis=-1, keepdims=True)
     weights = np.exp(scores)
     weights /= weights.sum(axis=-1, keepdims=True)
@@ -47,10 +51,10 @@ class Check:
     close: bool
 
 
-def check(out, q, k, v, *, causal: bool = False, scale: float | None = None) -> Check:
+def check(out, q, k, v, *, causal: bool = False, scale: float | None = None, kv_lens=None) -> Check:
     """Compares `out` with reference(q, k, v); tolerances follow out's dtype."""
     out = to_numpy(out, "out")
-    ref = reference(q, k, v, causal=causal, scale=scale)
+    ref = reference(q, k, v, causal=causal, scale=scale, kv_lens=kv_lens)
     got = out.astype(np.float64)
     diff = np.abs(got - ref)
     atol, rtol = TOLERANCES[dtype_name(out.dtype)]

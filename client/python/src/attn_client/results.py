@@ -74,11 +74,29 @@ def k_shape(s: pb.Shape) -> str:
     return f"({s.batch}, {kv_len(s)}, {kv_heads(s)}, {s.head_dim})"
 
 
+def kv_lens_label(lens) -> str:
+    """The lengths as attn-client writes them: "[1,5,8192]" up to 8, else "[1..8192] ragged" or
+    "[all 4096]"; empty for none."""
+    lens = list(lens)
+    if not lens:
+        return ""
+    if len(lens) <= 8:
+        return "[" + ",".join(str(x) for x in lens) + "]"
+    lo, hi = min(lens), max(lens)
+    return f"[all {lo}]" if lo == hi else f"[{lo}..{hi}] ragged"
+
+
 def problem_label(c: pb.BenchmarkCase) -> str:
-    """"B4 T128 S128 N8 K8 H64", plus " causal"."""
+    """"B4 T128 S128 N8 K8 H64", plus " causal" and " kv_lens=[...]"."""
     s = c.shape
     return (f"B{s.batch} T{s.q_len} S{kv_len(s)} N{s.num_heads} K{kv_heads(s)} H{s.head_dim}"
-            + (" causal" if c.causal else ""))
+            + (" causal" if c.causal else "") + (f" kv_lens={kv_lens_label(c.kv_lens)}" if c.kv_lens else ""))
+
+
+def reads_key_values(sec) -> bool:
+    """Whether a section is bound by reading K and V (queries shorter than the keys, or kv_lens):
+    its table adds the effective K/V bandwidth, as attn-client's does."""
+    return any(r.case.kv_lens or kv_len(r.case.shape) > r.case.shape.q_len for r in sec.cases)
 
 
 def series_label_of_case(c: pb.BenchmarkCase) -> str:
@@ -283,7 +301,8 @@ def sections(cases: list[pb.CaseResult]) -> list[Section]:
             ("k", kv_heads), ("h", lambda s: s.head_dim))}
         causal_varies = len({r.case.causal for r in sec.cases}) > 1
         s_follows_t = all(kv_len(s) == s.q_len for s in shapes)
-        others = varies["n"] or varies["h"] or causal_varies
+        # A case with lengths needs its own row (a sweep's title cannot carry them): a list.
+        others = varies["n"] or varies["h"] or causal_varies or any(r.case.kv_lens for r in sec.cases)
         if varies["t"] and s_follows_t and not varies["b"] and not varies["k"] and not others:
             sec.kind = "seq_sweep"
         elif varies["b"] and not varies["t"] and not varies["k"] and not others:
@@ -366,15 +385,18 @@ def _variants_table(sec: Section) -> Table:
 
 
 def _list_table(sec: Section) -> Table:
-    t = Table(title=sec.title, headers=["Backend", "Problem", "Median (ms)", "TFLOP/s", "Max |err|", "Rel L2 err", "Reference"],
-              right_aligned=[False, False, True, True, True, True, False], key=sec.name)
+    kv = reads_key_values(sec)
+    headers = ["Backend", "Problem", "Median (ms)", "TFLOP/s"] + (["K/V GB/s"] if kv else []) + [
+        "Max |err|", "Rel L2 err", "Reference"]
+    t = Table(title=sec.title, headers=headers,
+              right_aligned=[False, False, True, True] + ([True] if kv else []) + [True, True, False], key=sec.name)
     for r in sec.cases:
         label = series_label(r)
-        if not is_ok(r):
-            t.rows.append([label, problem_label(r.case), _cell(r, t.notes, label), "", "", "", ""])
-            continue
-        t.rows.append([label, problem_label(r.case), _cell(r, t.notes, label), f"{r.tflops:.2f}",
-                       format_error(r.max_abs_error), format_error(r.rel_l2_error), r.numerics])
+        row = [label, problem_label(r.case), _cell(r, t.notes, label)]
+        if is_ok(r):
+            row += [f"{r.tflops:.2f}"] + ([f"{r.kv_gbps:.1f}"] if kv else []) + [
+                format_error(r.max_abs_error), format_error(r.rel_l2_error), r.numerics]
+        t.rows.append(row + [""] * (len(headers) - len(row)))
     return t
 
 
