@@ -3,20 +3,21 @@
 # forced on every shape too), compute-sanitizer on small split-KV problems, then decode shapes
 # (N32 K8 H128 bf16) on our fused kernels beside our cudnn and PyTorch SDPA's flash and cuDNN
 # backends, and the judged prefill shapes (the kernels' shared pieces changed). Logs under $OUT.
-#   bash bench/gpu_decode.sh [tests] [sanitize] [bench] [variants] [prefill] [ncu]
-#   (default: tests sanitize bench prefill)
+#   bash bench/gpu_decode.sh [tests] [sanitize] [bench] [ragged] [variants] [prefill] [ncu]
+#   (default: tests sanitize bench ragged prefill)
 # carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench)
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
 g=${ATTN_GPU_BUNDLE:-.gpu}
 mkdir -p "$out"
-steps=${*:-tests sanitize bench prefill}
+steps=${*:-tests sanitize bench ragged prefill}
 has() { [[ " $steps " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 
 if has tests; then
-  echo "== fused and registry tests"
-  timeout 400 stdbuf -oL -eL $g/run attn_engine_tests --gtest_filter='*Fused*:Registry*' --gtest_brief=1 \
+  echo "== fused, registry, kv_lens, naive, cudnn, pieces and runner tests"
+  timeout 400 stdbuf -oL -eL $g/run attn_engine_tests \
+    --gtest_filter='*Fused*:Registry*:*KvLens*:*Naive*:*Cudnn*:*GpuPieces*:*RunBenchmarkGpu*' --gtest_brief=1 \
     > "$out/tests.log" 2>&1
   echo "exit code $?"
   grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
@@ -55,6 +56,27 @@ if has bench; then
     --impl torch_flash,torch_cudnn 2>&1 | grep -v Warn | tee "$out/decode_peers.log"
   echo "== ours again (drift)"
   decode "" 2>&1 | tee -a "$out/decode.log"
+fi
+
+if has ragged; then
+  echo "== ragged batches (kv_lens): our cudnn and fused beside PyTorch SDPA and JAX with the same mask"
+  dec=$(seq -s, 512 512 8192)  # B16: 512, 1024, ..., 8192
+  pre=1024,2048,3072,4096
+  {
+    $g/run attn-bench --backend=cudnn,fused --dtypes=bfloat16 --warmup=10 --repeats=50 --arena_mib=32768 --batch=16 \
+      --heads=32 --kv_heads=8 --head_dim=128 --seq_lens=1 --kv_len=8192 --kv_lens=$dec 2>&1 | grep -E '^(cudnn|fused)'
+    for c in "" --causal; do
+      $g/run attn-bench --backend=cudnn,fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=16 \
+        --head_dim=128 --seq_lens=4096 --kv_lens=$pre $c 2>&1 | grep -E '^(cudnn|fused)'
+    done
+  } | tee "$out/ragged.log"
+  for shape in 16,1,8192,32,8,128:$dec 4,4096,4096,16,16,128:$pre 4,4096,4096,16,16,128,causal:$pre; do
+    PYTHONUNBUFFERED=1 timeout 120 python3 bench/ragged_peers.py --shape ${shape%%:*} --kv-lens ${shape#*:} 2>&1 \
+      | grep -v Warn | tee -a "$out/ragged.log"
+  done
+  echo "== the large suite's decode sections (attn-bench --suite=large)"
+  timeout 200 $g/run attn-bench --suite=large --sections='decode,decode ragged' --arena_mib=20000 2>&1 \
+    | tee "$out/suite_decode.log" | tail -60
 fi
 
 if has variants; then

@@ -134,6 +134,8 @@ absl::Status RunAttention(const Backend& backend, const AttentionProblem& proble
       options.stop != nullptr && !context.Capturing()
           ? PlanPieces(problem, options.max_piece_flops)
           : std::vector<Piece>{{0, problem.batch, 0, problem.num_heads, 0, problem.q_len}};
+  RunOptions piece_options = options;
+  if (pieces.size() > 1) piece_options.whole_call = &problem;
   // One workspace for every piece: the largest any piece's shape needs (a few shapes at most).
   int64_t workspace_bytes = 0;
   std::set<std::tuple<int64_t, int64_t, int64_t>> shapes;
@@ -144,7 +146,7 @@ absl::Status RunAttention(const Backend& backend, const AttentionProblem& proble
     if (pieces.size() > 1) {
       if (auto s = backend.CheckSupport(sub, context.info()); !s.ok()) return s;
     }
-    auto bytes = backend.WorkspaceBytes(sub, context, options);
+    auto bytes = backend.WorkspaceBytes(sub, context, piece_options);
     if (!bytes.ok()) return bytes.status();
     workspace_bytes = std::max(workspace_bytes, *bytes);
   }
@@ -171,7 +173,8 @@ absl::Status RunAttention(const Backend& backend, const AttentionProblem& proble
     }
     const AttentionProblem sub = PieceProblem(problem, pieces[i]);
     const AttentionTensors views = PieceTensors(problem, tensors, pieces[i]);
-    if (auto s = backend.Run({sub, views, workspace->data(), workspace->size(), context, options});
+    if (auto s =
+            backend.Run({sub, views, workspace->data(), workspace->size(), context, piece_options});
         !s.ok()) {
       return s;
     }

@@ -101,7 +101,7 @@ TEST(FusedWorkspace, IsZeroButForSplitKvPartials) {
   EXPECT_EQ(Fused()->WorkspaceBytes(p, SharedCpuContext()).value(), 0);
   // MQA decode: B1 K1 is one block of 32 packed rows, fewer than any device's SMs, so the keys
   // are split and each split's partial rows (H + 1 floats each) need room.
-  AttentionProblem decode{1, 1, 32768, 32, 1, 128, DType::kBFloat16, false, std::nullopt};
+  AttentionProblem decode = ProblemOf({1, 1, 32768, 32, 1, 128}, DType::kBFloat16, false);
   const int64_t bytes = Fused()->WorkspaceBytes(decode, SharedCpuContext()).value();
   EXPECT_GT(bytes, 0);
   EXPECT_EQ(bytes % (32 * (128 + 1) * 4), 0) << bytes;
@@ -264,7 +264,7 @@ TEST(FusedBackend, PicksSplitKvForShortQueries) {
   ATTN_REQUIRE_GPU();
   // Decode: T * group = 4 packed rows per K/V head. The kernels round differently, so the
   // automatic choice shows itself in the output bits.
-  AttentionProblem p{2, 1, 4000, 16, 4, 128, DType::kBFloat16, false, std::nullopt};
+  const AttentionProblem p = ProblemOf({2, 1, 4000, 16, 4, 128}, DType::kBFloat16, false);
   Inputs in = RandomInputs(p, 38);
   auto automatic = RunOnGpu(in, "fused");
   ASSERT_TRUE(automatic.ok()) << automatic.status();
@@ -283,6 +283,32 @@ TEST(FusedBackend, PicksSplitKvForShortQueries) {
   }
   EXPECT_EQ(*automatic, *split);
   EXPECT_NE(*automatic, *mma_sync) << "identical bits: is the split-KV kernel running?";
+}
+
+TEST(FusedBackend, KvLensOnEveryKernel) {
+  ATTN_REQUIRE_GPU();
+  // Per-sequence lengths (1 and S among them) on each tensor-core kernel this GPU has, decode and
+  // prefill shapes, causal and not; kv_lens_test.cc covers the automatic choice per shape.
+  const Shape shapes[] = {{4, 1, 700, 8, 2, 128},
+                          {3, 16, 300, 8, 2, 64},
+                          {3, 130, 260, 4, 4, 96},
+                          {2, 70, 200, 4, 1, 256}};
+  for (const Shape& sh : shapes) {
+    for (bool causal : {false, true}) {
+      const AttentionProblem p =
+          WithRandomKvLens(ProblemOf(sh, DType::kBFloat16, causal), static_cast<uint64_t>(sh.s));
+      const Inputs in = RandomInputs(p, 39);
+      const std::vector<double> ref = Reference(in);
+      for (const auto path : PathsFor(p.dtype, p.head_dim)) {
+        SCOPED_TRACE(PathName(path));
+        ScopedPath scoped(path);
+        auto out = RunOnGpu(in, "fused");
+        ASSERT_TRUE(out.ok()) << p.ToString() << ": " << out.status();
+        const Comparison c = Compare(*out, ref, ToleranceFor(p.dtype));
+        EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+      }
+    }
+  }
 }
 
 TEST(FusedBackend, ReadsStridedKvWithoutCopies) {

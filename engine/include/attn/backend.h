@@ -54,6 +54,10 @@ struct RunOptions {
   // Host backends (cpu): threads one call may use, the caller's included (0: all). A server with
   // several workers on the host gives each a share, so one call cannot take every core.
   int host_threads = 0;
+  // Set by RunAttention on the backend calls it makes for the pieces of one call: the whole
+  // call's problem. A backend that picks its kernel, or how to cut the work, by the problem's
+  // shape (fused) picks by this one, so a call in pieces gives the same bits as in one.
+  const AttentionProblem* whole_call = nullptr;
 };
 
 // One call of a backend. Tensors have been checked by ValidateTensors and live in the context's

@@ -97,6 +97,17 @@ int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& 
   return rows * (p.head_dim + 1) * static_cast<int64_t>(sizeof(float));
 }
 
+// The split of `piece`, a part (batch elements, heads or query rows) of `whole`: the whole call's
+// row slices and key ranges, so every row is computed as in the whole call; the piece's own
+// count of row groups.
+FusedSplitKv PlanFor(const AttentionProblem& piece, const AttentionProblem& whole,
+                     const DeviceInfo& device) {
+  FusedSplitKv plan = PlanSplitKv(whole, device.multiprocessors);
+  const int64_t rows = piece.q_len * piece.GroupSize();
+  plan.row_groups = static_cast<int>((rows + 16 * plan.row_tiles - 1) / (16 * plan.row_tiles));
+  return plan;
+}
+
 // Half precision only, and a grid x (K/V heads x row groups) within CUDA's 2^31 - 1.
 bool SplitKvFits(const AttentionProblem& p) {
   const int64_t rows = p.q_len * p.GroupSize();
@@ -176,15 +187,15 @@ class FusedBackend final : public Backend {
     ATTN_UNSUPPORTED_IF(p.q_len > kIntMax || p.kv_len > kIntMax,
                         "fused: q_len (%d) and kv_len (%d) must be <= %d", p.q_len, p.kv_len,
                         kIntMax);
-    ATTN_UNSUPPORTED_IF(!p.kv_lens.empty(), "fused: kv_lens not supported yet");
     return absl::OkStatus();
   }
 
   // Zero but for split-KV runs of more than one split (its partial outputs).
   absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext& context,
-                                         const RunOptions& = {}) const override {
-    if (PathFor(p, context.info()) != FusedPath::kSplitKv) return 0;
-    return SplitKvWorkspaceBytes(PlanSplitKv(p, context.info().multiprocessors), p);
+                                         const RunOptions& options = {}) const override {
+    const AttentionProblem& whole = options.whole_call != nullptr ? *options.whole_call : p;
+    if (PathFor(whole, context.info()) != FusedPath::kSplitKv) return 0;
+    return SplitKvWorkspaceBytes(PlanFor(p, whole, context.info()), p);
   }
 
   absl::Status Run(const RunArgs& args) const override {
@@ -225,15 +236,18 @@ class FusedBackend final : public Backend {
     fp.group = static_cast<int>(p.GroupSize());
     fp.q_len = static_cast<int>(p.q_len);
     fp.kv_len = static_cast<int>(p.kv_len);
-    fp.kv_lens = nullptr;
+    fp.kv_lens = t.kv_lens;
     fp.scale_log2 = static_cast<float>(p.EffectiveScale() * M_LOG2E);
     fp.causal = p.causal;
 
     cudaStream_t stream = args.context.stream();
-    const FusedPath path = PathFor(p, args.context.info());
+    // A piece of a call runs the whole call's kernel and key splits (RunOptions::whole_call).
+    const AttentionProblem& whole =
+        args.options.whole_call != nullptr ? *args.options.whole_call : p;
+    const FusedPath path = PathFor(whole, args.context.info());
     FusedSplitKv plan;
     if (path == FusedPath::kSplitKv) {
-      plan = PlanSplitKv(p, args.context.info().multiprocessors);
+      plan = PlanFor(p, whole, args.context.info());
       const int64_t need = SplitKvWorkspaceBytes(plan, p);
       if (args.workspace_bytes < need) {
         return absl::InvalidArgumentError(

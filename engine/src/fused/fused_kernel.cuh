@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "fused/fused_kernels.h"
+#include "visible_keys.h"
 
 namespace attn::fused {
 
@@ -112,10 +113,10 @@ struct HalfOps<__half> {
 // four values, rows g = lane / 4 (elements 0, 1) and g + 8 (elements 2, 3), columns 2 * (lane %
 // 4) + {0, 1}. wgmma's accumulator is the same layout per warp.
 
-// Keys of batch element `batch` that its queries may see: kv_lens[batch] clamped to [0, S] (the
-// engine validates lengths on the host; the kernels never trust device memory), or S.
+// Keys of batch element `batch` (visible_keys.h's ClampedKvLen: the kernels never trust lengths
+// in device memory).
 __device__ __forceinline__ int KvLength(const FusedParams& p, int batch) {
-  return p.kv_lens == nullptr ? p.kv_len : min(max(p.kv_lens[batch], 0), p.kv_len);
+  return static_cast<int>(ClampedKvLen(p.kv_lens, batch, p.kv_len));
 }
 
 // -inf for the scores of keys at or past `key_end` and (causal, top-left) keys after the
