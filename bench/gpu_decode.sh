@@ -16,8 +16,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 if has tests; then
   echo "== fused, registry, kv_lens, naive, cudnn, pieces and runner tests"
-  timeout 400 stdbuf -oL -eL $g/run attn_engine_tests \
-    --gtest_filter='*Fused*:Registry*:*KvLens*:*Naive*:*Cudnn*:*GpuPieces*:*RunBenchmarkGpu*' --gtest_brief=1 \
+  # ATTN_TEST_FILTER='*' runs every engine test.
+  timeout 450 stdbuf -oL -eL $g/run attn_engine_tests \
+    --gtest_filter="${ATTN_TEST_FILTER:-*Fused*:Registry*:*KvLens*:*Naive*:*Cudnn*:*GpuPieces*:*RunBenchmarkGpu*}" \
+    --gtest_brief=1 \
     > "$out/tests.log" 2>&1
   echo "exit code $?"
   grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
