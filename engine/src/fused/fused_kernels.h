@@ -36,7 +36,7 @@ enum class FusedHalfType { kBFloat16, kFloat16 };
 // (sm_80 and newer: fused_split_kv.cuh).
 enum class FusedPath { kMmaSync, kWgmma, kSplitKv };
 
-// How the split-KV kernel cuts a problem (fused_backend.cc plans it), and its workspace.
+// How the split-KV kernel cuts a problem (split_kv_plan.h plans it), and its workspace.
 struct FusedSplitKv {
   int row_tiles = 1;   // 16-row mma slices of packed (query, group) rows per block: 1, 2 or 4
   int row_groups = 1;  // blocks along the packed rows: ceil(T * group / (16 * row_tiles))

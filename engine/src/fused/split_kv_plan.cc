@@ -1,0 +1,88 @@
+// The split-KV kernel's plan (fused_split_kv.cuh): host code, so the planner is tested on any
+// machine (tests/engine/split_kv_plan_test.cc).
+#include "fused/split_kv_plan.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace attn {
+
+// How the split-KV kernel cuts `p` for `multiprocessors` SMs. Packed rows go in blocks of up to
+// 64; the keys (up to the last query when causal) in `splits` ranges of whole tiles, at least two
+// tiles each. Modelled time, in tiles streamed by one lane: the larger of the tiles all blocks
+// stream shared over the lanes and one block's tiles (a split cannot end sooner), plus one tile
+// of start and merge for each wave of blocks; the cheapest split wins, the fewest splits on a
+// tie (less to merge). With kv_lens only the keys within each length count, so a ragged batch
+// gets the splits its longest sequences need. Lanes: the SMs for blocks of one row slice, whose
+// time is the SM's share of memory bandwidth (H200, 2026-12-04: B16 T1 S8192 at 1 or 2 splits
+// 0.143-0.147 ms, 4 splits 0.149, 6 0.152; B1 S32768 at 16 splits 0.050, 32 0.053, 64 0.071); the
+// resident block slots for larger slices, whose compute the second block of an SM hides.
+FusedSplitKv PlanSplitKv(const AttentionProblem& p, int multiprocessors) {
+  FusedSplitKv plan;
+  const int64_t rows = p.q_len * p.GroupSize();
+  plan.row_tiles = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+  plan.row_groups = static_cast<int>((rows + 16 * plan.row_tiles - 1) / (16 * plan.row_tiles));
+  plan.stages = SplitKvStages(static_cast<int>(p.head_dim), plan.row_tiles);
+  const int64_t kv_end = p.causal ? std::min(p.kv_len, p.q_len) : p.kv_len;
+  const int64_t tiles = (kv_end + kSplitKvTileKeys - 1) / kSplitKvTileKeys;
+  const int64_t blocks_per_split = p.batch * p.num_kv_heads * plan.row_groups;
+  const int64_t lanes = std::max<int64_t>(
+      1, int64_t{multiprocessors} *
+             (plan.row_tiles == 1
+                  ? 1
+                  : SplitKvBlocksPerSm(static_cast<int>(p.head_dim), plan.row_tiles, plan.stages)));
+  // The tiles all blocks stream (each batch element's own with kv_lens), and the blocks that
+  // have keys for a split of `per_split` tiles (the grid's others exit at once).
+  int64_t work = blocks_per_split * tiles;
+  std::vector<int64_t> tiles_of;  // per batch element, with kv_lens
+  if (!p.kv_lens.empty()) {
+    work = 0;
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t keys = std::min<int64_t>(p.KvLenAt(b), kv_end);
+      tiles_of.push_back((keys + kSplitKvTileKeys - 1) / kSplitKvTileKeys);
+      work += tiles_of.back() * p.num_kv_heads * plan.row_groups;
+    }
+  }
+  auto working_blocks = [&](int64_t per_split) {
+    if (tiles_of.empty()) return blocks_per_split * ((tiles + per_split - 1) / per_split);
+    int64_t sum = 0;
+    for (int64_t t : tiles_of) sum += (t + per_split - 1) / per_split;
+    return sum * p.num_kv_heads * plan.row_groups;
+  };
+  int64_t best_cost = std::numeric_limits<int64_t>::max(), best_tiles = tiles;
+  constexpr int64_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y (the splits)
+  const int64_t most_splits = std::clamp<int64_t>(tiles / 2, 1, kMaxGridY);
+  // Every split count up to 16, then steps of 1/8 (a few dozen candidates however long S).
+  for (int64_t splits = 1; splits <= most_splits; splits += std::max<int64_t>(1, splits / 8)) {
+    const int64_t per_split = (tiles + splits - 1) / splits;
+    const int64_t waves = (working_blocks(per_split) + lanes - 1) / lanes;
+    const int64_t cost = std::max((work + lanes - 1) / lanes, per_split) + waves;
+    if (cost < best_cost) best_cost = cost, best_tiles = per_split;
+  }
+  plan.split_keys = static_cast<int>(best_tiles * kSplitKvTileKeys);
+  plan.splits = static_cast<int>((tiles + best_tiles - 1) / best_tiles);
+  return plan;
+}
+
+// The partial outputs and log2-sum-exps of `plan` (none for one split).
+int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& p) {
+  if (plan.splits <= 1) return 0;
+  const int64_t rows =
+      p.batch * p.num_kv_heads * plan.row_groups * plan.splits * 16 * plan.row_tiles;
+  return rows * (p.head_dim + 1) * static_cast<int64_t>(sizeof(float));
+}
+
+// The split of `piece`, a part (batch elements, heads or query rows) of `whole`: the whole call's
+// row slices and key ranges, so every row is computed as in the whole call; the piece's own
+// count of row groups.
+FusedSplitKv PlanSplitKvPiece(const AttentionProblem& piece, const AttentionProblem& whole,
+                              int multiprocessors) {
+  FusedSplitKv plan = PlanSplitKv(whole, multiprocessors);
+  const int64_t rows = piece.q_len * piece.GroupSize();
+  plan.row_groups = static_cast<int>((rows + 16 * plan.row_tiles - 1) / (16 * plan.row_tiles));
+  return plan;
+}
+
+}  // namespace attn

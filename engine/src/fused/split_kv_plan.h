@@ -1,0 +1,26 @@
+// How the fused backend's split-KV kernel (fused_split_kv.cuh) cuts a problem: row slices, key
+// splits, shared-memory stages, and the workspace for the splits' partial outputs. Host code.
+#pragma once
+
+#include <cstdint>
+
+#include "attn/problem.h"
+#include "fused/fused_kernels.h"
+
+namespace attn {
+
+// The plan for `p` on a device with `multiprocessors` SMs: the fewest modelled tile-times (work
+// shared over the SMs, one block's own tiles, one per wave of blocks), the fewest splits on a tie;
+// with kv_lens, only the keys within each length count. The workspace pointers are left null.
+FusedSplitKv PlanSplitKv(const AttentionProblem& p, int multiprocessors);
+
+// The plan of `piece`, a part (batch elements, heads or query rows) of the call `whole`: the
+// whole call's row slices and key splits, so every row is computed as in the whole call, with the
+// piece's own number of row groups (RunOptions::whole_call).
+FusedSplitKv PlanSplitKvPiece(const AttentionProblem& piece, const AttentionProblem& whole,
+                              int multiprocessors);
+
+// Bytes of `plan`'s partial outputs and log2-sum-exps for `p` (0 with one split).
+int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& p);
+
+}  // namespace attn

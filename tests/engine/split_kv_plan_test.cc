@@ -1,0 +1,123 @@
+// The split-KV planner (engine/src/fused/split_kv_plan.h): host code, so these run on any machine.
+// The H200 figures behind the expectations are in engine/src/fused/NOTES.md.
+#include "fused/split_kv_plan.h"
+
+#include <numeric>
+#include <vector>
+
+#include "engine/test_util.h"
+#include "gtest/gtest.h"
+
+namespace attn::testing {
+namespace {
+
+constexpr int kH200Sms = 132;
+
+AttentionProblem Decode(int64_t b, int64_t t, int64_t s, bool causal = false) {
+  return ProblemOf({b, t, s, 32, 8, 128}, DType::kBFloat16, causal);
+}
+
+// Every key of [0, S) in exactly one split, of whole tiles.
+void ExpectCoversTheKeys(const FusedSplitKv& plan, int64_t keys) {
+  EXPECT_EQ(plan.split_keys % kSplitKvTileKeys, 0) << plan.split_keys;
+  EXPECT_GE(int64_t{plan.splits} * plan.split_keys, keys);
+  EXPECT_LT(int64_t{plan.splits - 1} * plan.split_keys, keys);
+}
+
+TEST(SplitKvPlan, DecodeOfABatchFillsTheGpuWithOneOrTwoSplits) {
+  // B16 K8: 128 blocks a split on 132 SMs; splitting further only adds merges (H200: 1-2 splits
+  // 0.143-0.147 ms, 4: 0.149, 6: 0.152).
+  const FusedSplitKv plan = PlanSplitKv(Decode(16, 1, 8192), kH200Sms);
+  EXPECT_EQ(plan.row_tiles, 1);  // 4 packed rows (T1 x group 4): one 16-row slice
+  EXPECT_EQ(plan.row_groups, 1);
+  EXPECT_EQ(plan.stages, 3);  // three stages still leave two blocks an SM
+  EXPECT_LE(plan.splits, 2);
+  ExpectCoversTheKeys(plan, 8192);
+}
+
+TEST(SplitKvPlan, OneLongSequenceIsSplitOverTheSms) {
+  // B1 K8: 8 blocks without splits. 16 splits = 128 blocks of 32 tiles was the H200's best
+  // (0.050 ms; 32 splits 0.053, 64 splits 0.071).
+  const FusedSplitKv plan = PlanSplitKv(Decode(1, 1, 32768), kH200Sms);
+  EXPECT_EQ(plan.splits, 16);
+  ExpectCoversTheKeys(plan, 32768);
+}
+
+TEST(SplitKvPlan, SixteenQueriesTakeFourSlicesAndKeepTwoBlocksAnSm) {
+  const FusedSplitKv plan = PlanSplitKv(Decode(16, 16, 8192), kH200Sms);
+  EXPECT_EQ(plan.row_tiles, 4);  // 64 packed rows
+  EXPECT_EQ(plan.stages, 2);     // three stages would leave one block an SM (H200: 0.227 -> 0.305)
+  EXPECT_GE(plan.splits, 2);
+  ExpectCoversTheKeys(plan, 8192);
+}
+
+TEST(SplitKvPlan, CausalTopLeftDecodeSeesOneKey) {
+  // Query 0 of a top-left causal mask sees key 0 only: one tile, no split.
+  const FusedSplitKv plan = PlanSplitKv(Decode(16, 1, 8192, /*causal=*/true), kH200Sms);
+  EXPECT_EQ(plan.splits, 1);
+  EXPECT_EQ(plan.split_keys, kSplitKvTileKeys);
+}
+
+TEST(SplitKvPlan, ARaggedBatchIsSplitByItsOwnLengths) {
+  // Lengths 512, 1024, ..., 8192: half the keys of S for all, most of them in the long
+  // sequences. Counted as S each, one split looks best (its blocks' 128 tiles are each SM's
+  // share); by their lengths the SMs' share is 66 tiles, and no block may stream more than that
+  // or it alone sets the time (H200: 0.1426 ms with one split, 0.1099 with this plan).
+  AttentionProblem ragged = Decode(16, 1, 8192);
+  ragged.kv_lens.resize(16);
+  std::iota(ragged.kv_lens.begin(), ragged.kv_lens.end(), 1);
+  for (int32_t& len : ragged.kv_lens) len *= 512;
+  ASSERT_TRUE(ValidateProblem(ragged).ok());
+  int64_t work = 0;  // tiles all blocks stream
+  for (int32_t len : ragged.kv_lens) work += 8 * ((len + kSplitKvTileKeys - 1) / kSplitKvTileKeys);
+  const FusedSplitKv plan = PlanSplitKv(ragged, kH200Sms);
+  EXPECT_LE(plan.split_keys / kSplitKvTileKeys, (work + kH200Sms - 1) / kH200Sms);
+  EXPECT_GT(plan.splits, 1);
+  ExpectCoversTheKeys(plan, 8192);
+  // Lengths of S are the problem without lengths.
+  AttentionProblem full = Decode(16, 1, 8192);
+  full.kv_lens.assign(16, 8192);
+  EXPECT_EQ(PlanSplitKv(full, kH200Sms).splits, PlanSplitKv(Decode(16, 1, 8192), kH200Sms).splits);
+}
+
+TEST(SplitKvPlan, APieceKeepsTheWholeCallsSplits) {
+  // A batch piece of a decode call: on its own it would be split further, which would change
+  // its rounding; as a piece it keeps the whole call's key ranges.
+  const AttentionProblem whole = Decode(64, 1, 8192);
+  const AttentionProblem piece = Decode(2, 1, 8192);
+  const FusedSplitKv alone = PlanSplitKv(piece, kH200Sms);
+  const FusedSplitKv as_piece = PlanSplitKvPiece(piece, whole, kH200Sms);
+  const FusedSplitKv of_whole = PlanSplitKv(whole, kH200Sms);
+  EXPECT_NE(alone.split_keys, of_whole.split_keys);
+  EXPECT_EQ(as_piece.split_keys, of_whole.split_keys);
+  EXPECT_EQ(as_piece.splits, of_whole.splits);
+  EXPECT_EQ(as_piece.row_tiles, of_whole.row_tiles);
+  // Row groups are the piece's own: a band of 20 of the whole's 200 packed rows.
+  const AttentionProblem rows_whole = ProblemOf({1, 200, 4096, 4, 4, 64}, DType::kBFloat16, false);
+  const AttentionProblem rows_piece = ProblemOf({1, 20, 4096, 4, 4, 64}, DType::kBFloat16, false);
+  const FusedSplitKv band = PlanSplitKvPiece(rows_piece, rows_whole, kH200Sms);
+  EXPECT_EQ(band.row_tiles, 4);
+  EXPECT_EQ(band.row_groups, 1);
+  EXPECT_EQ(PlanSplitKv(rows_whole, kH200Sms).row_groups, 4);
+}
+
+TEST(SplitKvPlan, WorkspaceHoldsEachSplitsRowsOrNothing) {
+  const AttentionProblem one = Decode(16, 1, 8192, /*causal=*/true);
+  EXPECT_EQ(SplitKvWorkspaceBytes(PlanSplitKv(one, kH200Sms), one), 0);
+  const AttentionProblem p = Decode(1, 1, 32768);
+  const FusedSplitKv plan = PlanSplitKv(p, kH200Sms);
+  ASSERT_GT(plan.splits, 1);
+  // (B, K, row groups, splits, 16 * row_tiles) rows of H partial outputs and one log2-sum-exp.
+  EXPECT_EQ(SplitKvWorkspaceBytes(plan, p), int64_t{1} * 8 * 1 * plan.splits * 16 * (128 + 1) * 4);
+}
+
+TEST(SplitKvPlan, SplitsStayWithinTheGridsLimit) {
+  // 2^25 keys of one K/V head: 524,288 tiles, more than gridDim.y's 65,535 splits could hold.
+  const AttentionProblem p = ProblemOf({1, 1, int64_t{1} << 25, 1, 1, 64}, DType::kBFloat16, false);
+  const FusedSplitKv plan = PlanSplitKv(p, 100000);
+  EXPECT_LE(plan.splits, 65535);
+  ExpectCoversTheKeys(plan, int64_t{1} << 25);
+}
+
+}  // namespace
+}  // namespace attn::testing
