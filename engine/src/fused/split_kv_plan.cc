@@ -9,6 +9,39 @@
 
 namespace attn {
 
+namespace {
+
+// 16-row slices of packed (query, group) rows a block takes: 1, 2 or 4.
+int RowTiles(const AttentionProblem& p) {
+  const int64_t rows = p.q_len * p.GroupSize();
+  return rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+}
+
+// Blocks of `bytes` of shared memory resident on one SM (up to two: the kernel asks for no more
+// registers than two blocks leave); each takes 1 KiB more for the system.
+int BlocksPerSm(int64_t bytes, const DeviceInfo& device) {
+  return device.shared_memory_per_sm / (bytes + 1024) >= 2 ? 2 : 1;
+}
+
+// Three stages where a block of them fits and as many blocks stay resident as with two (H200:
+// three stages that left one block an SM cost 25% at T16), else two; 0 when not even two fit
+// (H = 256 on an L4's 99 KiB).
+int Stages(const AttentionProblem& p, const DeviceInfo& device) {
+  const int h = static_cast<int>(p.head_dim), tiles = RowTiles(p);
+  const int64_t two = SplitKvSmemBytes(h, tiles, 2), three = SplitKvSmemBytes(h, tiles, 3);
+  if (three <= device.shared_memory_per_block &&
+      BlocksPerSm(three, device) >= BlocksPerSm(two, device)) {
+    return 3;
+  }
+  return two <= device.shared_memory_per_block ? 2 : 0;
+}
+
+}  // namespace
+
+bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device) {
+  return Stages(p, device) > 0;
+}
+
 // How the split-KV kernel cuts `p` for `multiprocessors` SMs. Packed rows go in blocks of up to
 // 64; the keys (up to the last query when causal) in `splits` ranges of whole tiles, at least two
 // tiles each. Modelled time, in tiles streamed by one lane: the larger of the tiles all blocks
@@ -19,20 +52,22 @@ namespace attn {
 // time is the SM's share of memory bandwidth (H200, 2026-12-04: B16 T1 S8192 at 1 or 2 splits
 // 0.143-0.147 ms, 4 splits 0.149, 6 0.152; B1 S32768 at 16 splits 0.050, 32 0.053, 64 0.071); the
 // resident block slots for larger slices, whose compute the second block of an SM hides.
-FusedSplitKv PlanSplitKv(const AttentionProblem& p, int multiprocessors) {
+FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   FusedSplitKv plan;
   const int64_t rows = p.q_len * p.GroupSize();
-  plan.row_tiles = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+  plan.row_tiles = RowTiles(p);
   plan.row_groups = static_cast<int>((rows + 16 * plan.row_tiles - 1) / (16 * plan.row_tiles));
-  plan.stages = SplitKvStages(static_cast<int>(p.head_dim), plan.row_tiles);
+  plan.stages = Stages(p, device);
+  const int multiprocessors = device.multiprocessors;
   const int64_t kv_end = p.causal ? std::min(p.kv_len, p.q_len) : p.kv_len;
   const int64_t tiles = (kv_end + kSplitKvTileKeys - 1) / kSplitKvTileKeys;
   const int64_t blocks_per_split = p.batch * p.num_kv_heads * plan.row_groups;
   const int64_t lanes = std::max<int64_t>(
       1, int64_t{multiprocessors} *
-             (plan.row_tiles == 1
-                  ? 1
-                  : SplitKvBlocksPerSm(static_cast<int>(p.head_dim), plan.row_tiles, plan.stages)));
+             (plan.row_tiles == 1 ? 1
+                                  : BlocksPerSm(SplitKvSmemBytes(static_cast<int>(p.head_dim),
+                                                                 plan.row_tiles, plan.stages),
+                                                device)));
   // The tiles all blocks stream (each batch element's own with kv_lens), and the blocks that
   // have keys for a split of `per_split` tiles (the grid's others exit at once).
   int64_t work = blocks_per_split * tiles;
@@ -78,8 +113,8 @@ int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& 
 // row slices and key ranges, so every row is computed as in the whole call; the piece's own
 // count of row groups.
 FusedSplitKv PlanSplitKvPiece(const AttentionProblem& piece, const AttentionProblem& whole,
-                              int multiprocessors) {
-  FusedSplitKv plan = PlanSplitKv(whole, multiprocessors);
+                              const DeviceInfo& device) {
+  FusedSplitKv plan = PlanSplitKv(whole, device);
   const int64_t rows = piece.q_len * piece.GroupSize();
   plan.row_groups = static_cast<int>((rows + 16 * plan.row_tiles - 1) / (16 * plan.row_tiles));
   return plan;

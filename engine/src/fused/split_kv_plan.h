@@ -4,21 +4,26 @@
 
 #include <cstdint>
 
+#include "attn/device.h"
 #include "attn/problem.h"
 #include "fused/fused_kernels.h"
 
 namespace attn {
 
-// The plan for `p` on a device with `multiprocessors` SMs: the fewest modelled tile-times (work
-// shared over the SMs, one block's own tiles, one per wave of blocks), the fewest splits on a tie;
-// with kv_lens, only the keys within each length count. The workspace pointers are left null.
-FusedSplitKv PlanSplitKv(const AttentionProblem& p, int multiprocessors);
+// Whether the kernel's blocks for `p` fit `device`'s shared memory (not H = 256 on an L4).
+bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device);
+
+// The plan for `p` on `device` (its SMs and shared memory; SplitKvFitsDevice must hold): the
+// fewest modelled tile-times (work shared over the SMs, one block's own tiles, one per wave of
+// blocks), the fewest splits on a tie; with kv_lens, only the keys within each length count.
+// The workspace pointers are left null.
+FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device);
 
 // The plan of `piece`, a part (batch elements, heads or query rows) of the call `whole`: the
 // whole call's row slices and key splits, so every row is computed as in the whole call, with the
 // piece's own number of row groups (RunOptions::whole_call).
 FusedSplitKv PlanSplitKvPiece(const AttentionProblem& piece, const AttentionProblem& whole,
-                              int multiprocessors);
+                              const DeviceInfo& device);
 
 // Bytes of `plan`'s partial outputs and log2-sum-exps for `p` (0 with one split).
 int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& p);
