@@ -7,11 +7,12 @@
 //    query head kv_head * group + g, up to 64 of them (row_tiles 16-row mma slices), so every
 //    K/V byte it loads feeds all query heads of its group;
 //  - the key range [0, kv_end) is cut into `splits` ranges of split_keys keys, one block each
-//    (grid: splits x (K/V heads x row groups) x batch), sized by PlanSplitKv to fill the GPU;
-//  - K/V tiles of kTileKeys keys stream through 2 or 3 shared-memory stages (cp.async, all
-//    but one in flight while one is computed: decode is bound by bytes in flight per SM); a
-//    block's four warps each own one 16-row slice and a share of each tile's 16-key chunks (four
-//    warps on one slice split the keys four ways);
+//    (grid: (K/V heads x row groups) x splits x batch, K/V heads fastest), sized by PlanSplitKv
+//    (split_kv_plan.h) to fill the GPU;
+//  - K/V tiles of kTileKeys keys stream through 2 or 3 shared-memory stages (cp.async, all but
+//    one in flight while one is computed; the plan fits them to the device); a block's four
+//    warps each own one 16-row slice and a share of each tile's 16-key chunks (four warps on one
+//    slice split the keys four ways);
 //  - S = Q K^T and O += P V on mma.sync m16n8k16 with fused_kernel.cuh's ldmatrix addressing, the
 //    shared mask, online softmax (lazy rescale) and packing;
 //  - the warps of a slice merge through shared memory by their log-sum-exp; with one split the
