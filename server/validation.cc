@@ -104,13 +104,16 @@ absl::StatusOr<AttentionProblem> ProblemFromProto(const v1::Shape& shape, v1::DT
 
 absl::Status SetKvLens(const google::protobuf::RepeatedField<int32_t>& kv_lens,
                        const std::string& field, AttentionProblem& p) {
-  p.kv_lens.assign(kv_lens.begin(), kv_lens.end());
-  // The engine's rule (count and range), its message under the request's field name:
-  // "cases[2].kv_lens[3] = 0 is outside 1..S (S = 8192)".
-  if (auto s = ValidateKvLens(p); !s.ok()) {
+  // The engine's rules (count, then range), their messages under the request's field name:
+  // "cases[2].kv_lens[3] = 0 is outside 1..S (S = 8192)". The count is checked before the
+  // lengths are copied: a request can name millions in a few bytes each.
+  const auto named = [&](const absl::Status& s) {
     return absl::InvalidArgumentError(field.empty() ? std::string(s.message())
                                                     : absl::StrCat(field, ".", s.message()));
-  }
+  };
+  if (auto s = ValidateKvLensCount(kv_lens.size(), p.batch); !s.ok()) return named(s);
+  p.kv_lens.assign(kv_lens.begin(), kv_lens.end());
+  if (auto s = ValidateKvLens(p); !s.ok()) return named(s);
   return absl::OkStatus();
 }
 

@@ -150,12 +150,16 @@ absl::Status ValidateProblem(const AttentionProblem& p) {
   return ValidateKvLens(p);
 }
 
+absl::Status ValidateKvLensCount(int64_t count, int64_t batch) {
+  if (count == 0 || count == batch) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "kv_lens has %d values; B = %d (one per batch element, or none)", count, batch));
+}
+
 absl::Status ValidateKvLens(const AttentionProblem& p) {
   if (p.kv_lens.empty()) return absl::OkStatus();
-  if (static_cast<int64_t>(p.kv_lens.size()) != p.batch) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("kv_lens has %d values; B = %d (one per batch element, or none)",
-                        p.kv_lens.size(), p.batch));
+  if (auto s = ValidateKvLensCount(static_cast<int64_t>(p.kv_lens.size()), p.batch); !s.ok()) {
+    return s;
   }
   for (size_t b = 0; b < p.kv_lens.size(); ++b) {
     if (p.kv_lens[b] < 1 || p.kv_lens[b] > p.kv_len) {

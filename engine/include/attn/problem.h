@@ -98,6 +98,10 @@ absl::Status ValidateProblem(const AttentionProblem& p);
 // or none)", "kv_lens[3] = 0 is outside 1..S (S = 8192)"). Assumes B and S are >= 1.
 absl::Status ValidateKvLens(const AttentionProblem& p);
 
+// ValidateKvLens's count rule alone, for `count` lengths before they are copied anywhere (a
+// request can name millions in a few bytes each).
+absl::Status ValidateKvLensCount(int64_t count, int64_t batch);
+
 // a * b, or InvalidArgument("<what> overflows int64 ...") for non-negative operands.
 absl::StatusOr<int64_t> CheckedMul(int64_t a, int64_t b, const char* what);
 
