@@ -62,8 +62,8 @@ struct Job {
 
 // The cases of --suite (from the server's ServerInfo.suite_cases) or of the axes' cross product.
 // Axis sweeps get one section per combination of the other axes, so each table is a sweep over
-// one axis.
-absl::StatusOr<Job> BuildJob(const ParsedArgs& args, const v1::ServerInfo& info) {
+// one axis. `seed` (BuildOptions' --seed) draws --kv-lens distributions.
+absl::StatusOr<Job> BuildJob(const ParsedArgs& args, const v1::ServerInfo& info, uint64_t seed) {
   Job job;
   if (args.Has("suite")) {
     const std::string suite = args.Get("suite");
@@ -90,9 +90,6 @@ absl::StatusOr<Job> BuildJob(const ParsedArgs& args, const v1::ServerInfo& info)
     return absl::InvalidArgumentError("--kv-len: expected an integer >= 0 (0: S = T)");
   auto kv_lens = KvLensSpec::Parse(args.Get("kv_lens"), "--kv-lens");
   if (!kv_lens.ok()) return kv_lens.status();
-  auto seed = args.GetInt("seed");
-  if (!seed.ok() || *seed < 0)
-    return absl::InvalidArgumentError("--seed: expected an integer >= 0");
   std::vector<int64_t> kv_heads = {0};
   if (args.Has("kv_heads")) {
     auto k = args.GetIntList("kv_heads");
@@ -138,7 +135,7 @@ absl::StatusOr<Job> BuildJob(const ParsedArgs& args, const v1::ServerInfo& info)
             for (int64_t t : *seq) {
               const int64_t s_len = *kv_len > 0 ? *kv_len : t;
               // The same lengths for every case of a (B, S): backends compare on equal work.
-              auto lens = kv_lens->Lengths(b, s_len, static_cast<uint64_t>(*seed));
+              auto lens = kv_lens->Lengths(b, s_len, seed);
               if (!lens.ok()) return lens.status();
               for (v1::DType dt : dtypes) {
                 for (const auto& backend : backends) {
@@ -435,7 +432,7 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
         &ctx, v1::GetServerInfoRequest(), &report.server);
     if (!s.ok()) return Fail(kExitFailed, DescribeRpcError(s, ctx, common.target.tls));
   }
-  auto job = BuildJob(args, report.server);
+  auto job = BuildJob(args, report.server, options->seed());
   if (!job.ok()) return Fail(kExitUsage, std::string(job.status().message()));
   if (job->cases.empty()) return Fail(kExitUsage, "no cases to run");
   *job->request.mutable_options() = *options;

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_format.h"
 #include "attn/attention.h"
-#include "attn/registry.h"
 
 namespace attn::server {
 namespace {
@@ -49,10 +48,10 @@ Cost CaseCost(const AttentionProblem& p, const Backend& backend, const BenchOpti
   const double s = call.seconds, budget = o.case_budget_s;
   const double per_sample = o.cuda_graph ? o.graph_calls : 1;
   // Calls: warm-up (cut at half the budget), one to size graph replays, the timed ones (cut at
-  // the budget, checked every ~50 ms or one sample).
+  // the budget, checked every kCheckEveryMs or one sample).
   const double warm = std::min(o.warmup * s, budget / 2 + s);
   const double timed =
-      std::min(o.repeats * per_sample * s, budget + std::max(0.05, per_sample * s));
+      std::min(o.repeats * per_sample * s, budget + std::max(kCheckEveryMs / 1e3, per_sample * s));
   Cost c;
   c.seconds = warm + s + timed;
   c.longest_call_seconds = s;

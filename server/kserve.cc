@@ -315,7 +315,7 @@ inference::ModelMetadataResponse Metadata(const Model& model) {
   m.set_name(model.name);
   m.mutable_versions()->Add(std::string(kModelVersion));
   m.set_platform(kPlatform);
-  for (const char* name : {"Q", "K", "V"}) {
+  for (const char* name : kInputs) {
     auto* t = m.add_inputs();
     t->set_name(name);
     t->set_datatype(kAdvertisedDatatype);

@@ -19,6 +19,12 @@ namespace {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The refusal reason (attn_refusals_total) of a device queue's Submit error: the queue is full
+// (UNAVAILABLE) or the participant's queued-call quota is spent.
+const char* SubmitRefusal(const absl::Status& s) {
+  return absl::IsUnavailable(s) ? "queue_full" : "participant_queued";
+}
+
 // An Attend's reactor: finishes once; a cancel (the client's, or its deadline) stops the work.
 class AttendReactor final : public grpc::ServerUnaryReactor {
  public:
@@ -102,10 +108,6 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
 
   void OnDone() override {
     std::shared_ptr<BenchmarkJob> self;
-    {
-      std::lock_guard<std::mutex> lock(service_->mu_);
-      service_->jobs_.erase(self_);
-    }
     self.swap(self_);  // the tasks' references keep the object alive until they return
   }
 
@@ -166,7 +168,7 @@ class BenchmarkJob : public grpc::ServerWriteReactor<v1::RunBenchmarkEvent> {
       self->service_->HeldDevice(*self->call_, Seconds(Clock::now() - start));
     };
     absl::Status s = device_->Submit(std::move(task), continuation);
-    if (!s.ok()) call_->refusal = absl::IsUnavailable(s) ? "queue_full" : "participant_queued";
+    if (!s.ok()) call_->refusal = SubmitRefusal(s);
     return s;
   }
 
@@ -723,8 +725,15 @@ void AttentionService::StartAttend(grpc::CallbackServerContext* context, std::sh
       return absl::IsCancelled(s) ? absl::CancelledError("cancelled by the client while queued")
                                   : s;
     }
-    // Memory admission: inputs, output and the backend's workspace, before anything launches.
-    auto workspace = b->WorkspaceBytes(p, dc);
+    // The call in pieces of ~kPieceSeconds that check the stop token: a cancel, the deadline
+    // or the shutdown ends it within about two pieces, the device idle and the arena freed.
+    RunOptions run_options;
+    run_options.stop = call->stop.get();
+    run_options.max_piece_flops = piece_flops;
+    run_options.host_threads = config_.host_threads;
+    // Memory admission: inputs, output and the workspace the call takes (its pieces'), before
+    // anything launches.
+    auto workspace = CallWorkspaceBytes(*b, p, dc, run_options);
     if (!workspace.ok()) return workspace.status();
     const int64_t need = 2 * qb + 2 * kvb + *workspace;
     const int64_t free = dc.arena().capacity() - dc.arena().bytes_in_use();
@@ -748,12 +757,6 @@ void AttentionService::StartAttend(grpc::CallbackServerContext* context, std::sh
       s = FillInputs(dc, p, t, request->generated().seed(), call->stop.get());
     }
     if (!s.ok()) return s;
-    // The call in pieces of ~kPieceSeconds that check the stop token: a cancel, the deadline
-    // or the shutdown ends it within about two pieces, the device idle and the arena freed.
-    RunOptions run_options;
-    run_options.stop = call->stop.get();
-    run_options.max_piece_flops = piece_flops;
-    run_options.host_threads = config_.host_threads;
     auto ms = TimeOnDevice(
         dc, [&] { return RunAttention(*b, p, t, dc, run_options); }, 0, 1);
     if (!ms.ok()) return ms.status();
@@ -778,7 +781,7 @@ void AttentionService::StartAttend(grpc::CallbackServerContext* context, std::sh
     finish(status);
   };
   if (auto s = device->Submit(std::move(task)); !s.ok()) {
-    return refuse(absl::IsUnavailable(s) ? "queue_full" : "participant_queued", s);
+    return refuse(SubmitRefusal(s), s);
   }
 }
 
@@ -786,10 +789,6 @@ grpc::ServerWriteReactor<v1::RunBenchmarkEvent>* AttentionService::RunBenchmark(
     grpc::CallbackServerContext* context, const v1::RunBenchmarkRequest* request) {
   auto job = std::make_shared<BenchmarkJob>(this, context,
                                             NewCall("RunBenchmark", context, request->client_id()));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    jobs_.insert(job);
-  }
   job->Start(job, *request);
   return job.get();
 }

@@ -153,7 +153,6 @@ class AttentionService final : public attention::v1::AttentionService::CallbackS
   std::atomic<uint64_t> next_id_{1};
   std::mutex mu_;
   std::condition_variable idle_;
-  std::set<std::shared_ptr<BenchmarkJob>> jobs_;
   std::set<StopToken*> live_;  // the stop tokens of calls in flight
   HostBudget host_budget_;
   ParticipantQuotas quotas_;

@@ -31,8 +31,7 @@ double TimeCall(const Backend& backend, const AttentionProblem& p, DeviceContext
   auto ms = TimeOnDevice(
       context, [&] { return RunAttention(backend, p, buffers->tensors, context); }, 1, 3);
   if (!ms.ok()) return 0;
-  std::sort(ms->begin(), ms->end());
-  return (*ms)[1] / 1e3;
+  return Summarize(*ms).median / 1e3;
 }
 
 double MeasureCopy(DeviceContext& context) {
@@ -51,9 +50,8 @@ double MeasureCopy(DeviceContext& context) {
       },
       1, 3);
   if (!ms.ok()) return 0;
-  std::sort(ms->begin(), ms->end());
   const double bytes = context.info().kind == DeviceKind::kCuda ? kBytes : 2.0 * kBytes;
-  return bytes / ((*ms)[1] / 1e3);
+  return bytes / (Summarize(*ms).median / 1e3);
 }
 
 }  // namespace

@@ -116,6 +116,49 @@ AttentionTensors PieceTensors(const AttentionProblem& p, const AttentionTensors&
           t.kv_lens == nullptr ? nullptr : t.kv_lens + piece.b0};
 }
 
+namespace {
+
+// The pieces RunAttention cuts a call into: several only where something can stop the call, and
+// never inside a graph capture (waiting on the stream is not allowed there).
+std::vector<Piece> CallPieces(const AttentionProblem& problem, const DeviceContext& context,
+                              const RunOptions& options) {
+  if (options.stop != nullptr && !context.Capturing()) {
+    return PlanPieces(problem, options.max_piece_flops);
+  }
+  return {{0, problem.batch, 0, problem.num_heads, 0, problem.q_len}};
+}
+
+// One workspace for every piece: the largest any piece's shape needs (a few shapes at most);
+// `options` carry whole_call when there are several.
+absl::StatusOr<int64_t> PiecesWorkspaceBytes(const Backend& backend,
+                                             const AttentionProblem& problem,
+                                             const std::vector<Piece>& pieces,
+                                             DeviceContext& context, const RunOptions& options) {
+  if (pieces.size() == 1) return backend.WorkspaceBytes(problem, context, options);
+  int64_t workspace_bytes = 0;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> shapes;
+  for (const Piece& piece : pieces) {
+    if (!shapes.insert({piece.b1 - piece.b0, piece.n1 - piece.n0, piece.t1 - piece.t0}).second)
+      continue;
+    const AttentionProblem sub = PieceProblem(problem, piece);
+    if (auto s = backend.CheckSupport(sub, context.info()); !s.ok()) return s;
+    auto bytes = backend.WorkspaceBytes(sub, context, options);
+    if (!bytes.ok()) return bytes.status();
+    workspace_bytes = std::max(workspace_bytes, *bytes);
+  }
+  return workspace_bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> CallWorkspaceBytes(const Backend& backend, const AttentionProblem& problem,
+                                           DeviceContext& context, const RunOptions& options) {
+  const std::vector<Piece> pieces = CallPieces(problem, context, options);
+  RunOptions piece_options = options;
+  if (pieces.size() > 1) piece_options.whole_call = &problem;
+  return PiecesWorkspaceBytes(backend, problem, pieces, context, piece_options);
+}
+
 absl::Status RunAttention(const Backend& backend, const AttentionProblem& problem,
                           const AttentionTensors& tensors, DeviceContext& context,
                           const RunOptions& options) {
@@ -128,29 +171,12 @@ absl::Status RunAttention(const Backend& backend, const AttentionProblem& proble
         " memory but the context runs on ", context.info().ToString()));
   }
   if (auto s = backend.CheckSupport(problem, context.info()); !s.ok()) return s;
-  // Pieces only where something can stop the call, and never inside a graph capture (waiting
-  // on the stream is not allowed there).
-  const std::vector<Piece> pieces =
-      options.stop != nullptr && !context.Capturing()
-          ? PlanPieces(problem, options.max_piece_flops)
-          : std::vector<Piece>{{0, problem.batch, 0, problem.num_heads, 0, problem.q_len}};
+  const std::vector<Piece> pieces = CallPieces(problem, context, options);
   RunOptions piece_options = options;
   if (pieces.size() > 1) piece_options.whole_call = &problem;
-  // One workspace for every piece: the largest any piece's shape needs (a few shapes at most).
-  int64_t workspace_bytes = 0;
-  std::set<std::tuple<int64_t, int64_t, int64_t>> shapes;
-  for (const Piece& piece : pieces) {
-    if (!shapes.insert({piece.b1 - piece.b0, piece.n1 - piece.n0, piece.t1 - piece.t0}).second)
-      continue;
-    const AttentionProblem sub = pieces.size() == 1 ? problem : PieceProblem(problem, piece);
-    if (pieces.size() > 1) {
-      if (auto s = backend.CheckSupport(sub, context.info()); !s.ok()) return s;
-    }
-    auto bytes = backend.WorkspaceBytes(sub, context, piece_options);
-    if (!bytes.ok()) return bytes.status();
-    workspace_bytes = std::max(workspace_bytes, *bytes);
-  }
-  auto workspace = context.arena().Allocate(workspace_bytes);
+  auto workspace_bytes = PiecesWorkspaceBytes(backend, problem, pieces, context, piece_options);
+  if (!workspace_bytes.ok()) return workspace_bytes.status();
+  auto workspace = context.arena().Allocate(*workspace_bytes);
   if (!workspace.ok()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         backend.name(), " workspace for ", problem.ToString(), ": ", workspace.status().message()));

@@ -26,10 +26,9 @@ def pytest_addoption(parser):
 class ServerProcess:
     """attn-server --devices=cpu on a port the kernel picks; killed by stop()."""
 
-    def __init__(self, binary: str, log: pathlib.Path, extra: list[str] | None = None):
+    def __init__(self, binary: str, log: pathlib.Path):
         self.log = log
-        argv = [binary, "--listen_address=127.0.0.1:0", "--metrics_address=", "--devices=cpu", "--arena_mib=256",
-                *(extra or [])]
+        argv = [binary, "--listen_address=127.0.0.1:0", "--metrics_address=", "--devices=cpu", "--arena_mib=256"]
         with open(log, "w") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         self.port = 0

@@ -21,6 +21,12 @@ absl::Status RunAttention(const Backend& backend, const AttentionProblem& proble
                           const AttentionTensors& tensors, DeviceContext& context,
                           const RunOptions& options = {});
 
+// The workspace RunAttention takes from the arena for the same arguments: the backend's for the
+// problem, or with options.stop set and the call cut in pieces, the largest any piece needs
+// (backends that build a plan to know, cudnn, build the pieces' plans, the ones the call runs).
+absl::StatusOr<int64_t> CallWorkspaceBytes(const Backend& backend, const AttentionProblem& problem,
+                                           DeviceContext& context, const RunOptions& options = {});
+
 // One part of a call: batch rows [b0, b1), query heads [n0, n1) and query rows [t0, t1). A
 // piece's query heads share whole K/V heads, or lie within one K/V head's group.
 struct Piece {

@@ -42,6 +42,10 @@ struct SampleStats {
   double min = 0, median = 0, mean = 0, p10 = 0, p90 = 0, p99 = 0, stddev = 0;
 };
 
+// Device time between the runner's checks of the stop token and the case budget, and the most
+// one CUDA graph replay may hold the device (a replay cannot stop part-way).
+inline constexpr double kCheckEveryMs = 50;
+
 // Percentiles by linear interpolation between order statistics; stddev is the sample standard
 // deviation (0 for one sample). An empty input gives count == 0 and zeros.
 SampleStats Summarize(std::vector<double> samples_ms);

@@ -17,10 +17,6 @@
 namespace attn {
 namespace {
 
-// Device time between checks of the stop token and the case budget, and the most one CUDA graph
-// replay may hold the device (a replay cannot stop part-way).
-constexpr double kCheckEveryMs = 50;
-
 // The float64 reference (the cpu backend's) on host copies of the case's inputs (exact values,
 // float32 storage: the only rounding is float64 -> float32 at the end, far below any backend's
 // error).

@@ -18,8 +18,6 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int size() const { return static_cast<int>(workers_.size()) + 1; }  // workers and the caller
-
   // Calls fn(i) for every i in [0, n), spread over the calling thread and at most
   // `max_threads` - 1 workers (0: all); returns when all calls finished. Safe to call from
   // several threads at once (calls share the workers).

@@ -6,7 +6,6 @@
 // dim, device) into a compile-time instantiation.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -14,7 +13,6 @@
 #include <cstring>
 #include <limits>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "backends.h"
@@ -47,8 +45,6 @@ std::atomic<int>& PathOverride() {
   }());
   return forced;
 }
-
-constexpr int64_t kMaxGridYz = 65535;  // CUDA's limit on gridDim.y (heads) and gridDim.z (batch)
 
 // Packed (query, group) rows of one K/V head up to which short queries take the split-KV kernel:
 // its largest block (four 16-row slices). Decode (T = 1..16 with groups of up to 4) is in.
@@ -205,8 +201,7 @@ class FusedBackend final : public Backend {
       }
       if (need > 0) {
         plan.partial_out = static_cast<float*>(args.workspace);
-        plan.partial_lse = plan.partial_out + need / static_cast<int64_t>(sizeof(float)) /
-                                                  (p.head_dim + 1) * p.head_dim;
+        plan.partial_lse = plan.partial_out + SplitKvPartialRows(plan, p) * p.head_dim;
       }
     }
     switch (p.head_dim) {

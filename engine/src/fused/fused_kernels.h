@@ -54,6 +54,7 @@ struct FusedSplitKv {
 // statistics. split_kv_plan.cc picks the stages (2 or 3) that fit the device.
 constexpr int kSplitKvTileKeys = 64;
 constexpr int kSplitKvWarps = 4;
+constexpr int64_t kMaxGridYz = 65535;  // CUDA's limit on gridDim.y and gridDim.z
 constexpr int SplitKvSmemBytes(int head_dim, int row_tiles, int stages) {
   return (16 * row_tiles + 2 * stages * kSplitKvTileKeys) * (head_dim + 8) * 2 +
          kSplitKvWarps * 16 * 2 * 4;

@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "visible_keys.h"
+
 namespace attn {
 
 namespace {
@@ -15,6 +17,12 @@ namespace {
 int RowTiles(const AttentionProblem& p) {
   const int64_t rows = p.q_len * p.GroupSize();
   return rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+}
+
+// Blocks along `p`'s packed rows with `row_tiles` slices a block.
+int RowGroups(const AttentionProblem& p, int row_tiles) {
+  const int64_t rows = p.q_len * p.GroupSize();
+  return static_cast<int>((rows + 16 * row_tiles - 1) / (16 * row_tiles));
 }
 
 // Blocks of `bytes` of shared memory resident on one SM (up to two: the kernel asks for no more
@@ -54,12 +62,12 @@ bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device) {
 // resident block slots for larger slices, whose compute the second block of an SM hides.
 FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   FusedSplitKv plan;
-  const int64_t rows = p.q_len * p.GroupSize();
   plan.row_tiles = RowTiles(p);
-  plan.row_groups = static_cast<int>((rows + 16 * plan.row_tiles - 1) / (16 * plan.row_tiles));
+  plan.row_groups = RowGroups(p, plan.row_tiles);
   plan.stages = Stages(p, device);
   const int multiprocessors = device.multiprocessors;
-  const int64_t kv_end = p.causal ? std::min(p.kv_len, p.q_len) : p.kv_len;
+  // Keys the last query sees (top-left causal), the most any block streams.
+  const int64_t kv_end = VisibleKeys(p.kv_len, p.q_len - 1, p.causal);
   const int64_t tiles = (kv_end + kSplitKvTileKeys - 1) / kSplitKvTileKeys;
   const int64_t blocks_per_split = p.batch * p.num_kv_heads * plan.row_groups;
   const int64_t lanes = std::max<int64_t>(
@@ -75,7 +83,7 @@ FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   if (!p.kv_lens.empty()) {
     work = 0;
     for (int64_t b = 0; b < p.batch; ++b) {
-      const int64_t keys = std::min<int64_t>(p.KvLenAt(b), kv_end);
+      const int64_t keys = VisibleKeys(p.KvLenAt(b), p.q_len - 1, p.causal);
       tiles_of.push_back((keys + kSplitKvTileKeys - 1) / kSplitKvTileKeys);
       work += tiles_of.back() * p.num_kv_heads * plan.row_groups;
     }
@@ -87,8 +95,7 @@ FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
     return sum * p.num_kv_heads * plan.row_groups;
   };
   int64_t best_cost = std::numeric_limits<int64_t>::max(), best_tiles = tiles;
-  constexpr int64_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y (the splits)
-  const int64_t most_splits = std::clamp<int64_t>(tiles / 2, 1, kMaxGridY);
+  const int64_t most_splits = std::clamp<int64_t>(tiles / 2, 1, kMaxGridYz);  // grid y: splits
   // Every split count up to 16, then steps of 1/8 (a few dozen candidates however long S).
   for (int64_t splits = 1; splits <= most_splits; splits += std::max<int64_t>(1, splits / 8)) {
     const int64_t per_split = (tiles + splits - 1) / splits;
@@ -101,12 +108,13 @@ FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   return plan;
 }
 
-// The partial outputs and log2-sum-exps of `plan` (none for one split).
-int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& p) {
+int64_t SplitKvPartialRows(const FusedSplitKv& plan, const AttentionProblem& p) {
   if (plan.splits <= 1) return 0;
-  const int64_t rows =
-      p.batch * p.num_kv_heads * plan.row_groups * plan.splits * 16 * plan.row_tiles;
-  return rows * (p.head_dim + 1) * static_cast<int64_t>(sizeof(float));
+  return p.batch * p.num_kv_heads * plan.row_groups * plan.splits * 16 * plan.row_tiles;
+}
+
+int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& p) {
+  return SplitKvPartialRows(plan, p) * (p.head_dim + 1) * static_cast<int64_t>(sizeof(float));
 }
 
 // The split of `piece`, a part (batch elements, heads or query rows) of `whole`: the whole call's
@@ -115,8 +123,7 @@ int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& 
 FusedSplitKv PlanSplitKvPiece(const AttentionProblem& piece, const AttentionProblem& whole,
                               const DeviceInfo& device) {
   FusedSplitKv plan = PlanSplitKv(whole, device);
-  const int64_t rows = piece.q_len * piece.GroupSize();
-  plan.row_groups = static_cast<int>((rows + 16 * plan.row_tiles - 1) / (16 * plan.row_tiles));
+  plan.row_groups = RowGroups(piece, plan.row_tiles);
   return plan;
 }
 

@@ -25,7 +25,11 @@ FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device);
 FusedSplitKv PlanSplitKvPiece(const AttentionProblem& piece, const AttentionProblem& whole,
                               const DeviceInfo& device);
 
-// Bytes of `plan`'s partial outputs and log2-sum-exps for `p` (0 with one split).
+// Rows of `plan`'s partial outputs for `p`, (B, K, row groups, splits, 16 * row_tiles), each of
+// H floats and one log2-sum-exp (0 with one split: the kernel writes the output itself).
+int64_t SplitKvPartialRows(const FusedSplitKv& plan, const AttentionProblem& p);
+
+// Bytes of those rows: partial_out (rows x H floats), then partial_lse (rows floats).
 int64_t SplitKvWorkspaceBytes(const FusedSplitKv& plan, const AttentionProblem& p);
 
 }  // namespace attn

@@ -284,9 +284,9 @@ class Client:
     def _metadata(self):
         return (("authorization", f"Bearer {self.token}"),) if self.token else None
 
-    def _unary(self, method, request, timeout: float | None = None):
+    def _unary(self, method, request):
         """One unary call; Ctrl-C cancels it on the server, errors become AttnError."""
-        future = method.future(request, timeout=timeout if timeout is not None else self._call_timeout(),
+        future = method.future(request, timeout=self.timeout or DEFAULT_CALL_TIMEOUT_S,
                                metadata=self._metadata())
         try:
             return future.result()
@@ -295,9 +295,6 @@ class Client:
             raise
         except grpc.RpcError as e:
             raise AttnError.from_rpc(e) from None
-
-    def _call_timeout(self) -> float:
-        return self.timeout if self.timeout else DEFAULT_CALL_TIMEOUT_S
 
     # -- the calls --
 
@@ -427,7 +424,7 @@ def _longest_job(server: pb.ServerInfo) -> float:
     """A job's deadline when the Client sets none: the longest the server grants (its
     --max_job_seconds, where it says), else a day. A job sent without one would get the server's
     per-call default (60 s), which a whole suite on the cpu backend can outlast."""
-    return getattr(server.limits, "max_job_seconds", 0.0) or 86400.0
+    return server.limits.max_job_seconds or 86400.0
 
 
 def _scale(scale: float | None) -> float:

@@ -29,9 +29,8 @@ _CODE_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 # --- one case ----------------------------------------------------------------------------------
 
 def status_name(r: pb.CaseResult) -> str:
-    """"OK" or the gRPC code's name, whether the proto carries it as a name or a number."""
-    s = r.status
-    return s if isinstance(s, str) else _CODE_NAMES.get(int(s), f"CODE_{int(s)}")
+    """"OK" or the name of the gRPC code the case ended with."""
+    return _CODE_NAMES.get(r.status, f"CODE_{r.status}")
 
 
 def is_ok(r: pb.CaseResult) -> bool:
@@ -194,10 +193,7 @@ def _float(v) -> float:
 
 
 def _set_status(r: pb.CaseResult, name: str) -> None:
-    if r.DESCRIPTOR.fields_by_name["status"].type == r.DESCRIPTOR.fields_by_name["status"].TYPE_STRING:
-        r.status = name
-    else:
-        r.status = next(c.value[0] for c in grpc.StatusCode if c.name == name)
+    r.status = grpc.StatusCode[name].value[0]
 
 
 # --- tables ------------------------------------------------------------------------------------
