@@ -117,6 +117,21 @@ TEST(SplitKvPlan, TheL4GetsTwoStagesAndNoHeadDim256) {
   EXPECT_TRUE(SplitKvFitsDevice(h256, kH200));
 }
 
+TEST(SplitKvPlan, TmaOnHopperForWholeSwizzleRegions) {
+  // TMA boxes are 64 columns (one 128-byte swizzle row): head dims of whole regions, and only
+  // where the device has the accelerator (compute capability 9.0+).
+  EXPECT_TRUE(PlanSplitKv(Decode(16, 1, 8192), kH200).tma);
+  EXPECT_FALSE(PlanSplitKv(Decode(16, 1, 8192), FakeGpu(8, 9)).tma);
+  for (int64_t h : {32, 96}) {
+    EXPECT_FALSE(PlanSplitKv(ProblemOf({4, 1, 4096, 32, 8, h}, DType::kBFloat16, false), kH200).tma)
+        << h;
+  }
+  for (int64_t h : {64, 256}) {
+    EXPECT_TRUE(PlanSplitKv(ProblemOf({4, 1, 4096, 32, 8, h}, DType::kBFloat16, false), kH200).tma)
+        << h;
+  }
+}
+
 TEST(SplitKvPlan, WorkspaceHoldsEachSplitsRowsOrNothing) {
   const AttentionProblem one = Decode(16, 1, 8192, /*causal=*/true);
   EXPECT_EQ(SplitKvWorkspaceBytes(PlanSplitKv(one, kH200), one), 0);

@@ -59,6 +59,14 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* sm
                : "r"(a));
 }
 
+// Byte offset of (row, 16-byte chunk) in a tile of kRows rows stored as wgmma and TMA's 128-byte
+// swizzle lays it out: 64-column regions of kRows 128-byte rows, the 16-byte chunks of row r
+// XOR-permuted by r % 8 (conflict-free ldmatrix without padding).
+template <int kRows>
+__device__ __forceinline__ uint32_t SwizzledOffset(int row, int chunk) {
+  return (chunk / 8) * (kRows * 128) + row * 128 + (((chunk % 8) ^ (row % 8)) * 16);
+}
+
 // 2^x on the special-function unit (flush-to-zero; about 2 ulp), as FlashAttention-2 gets with
 // --use_fast_math. The half kernel's probabilities are rounded to 8 or 11 bits right after.
 __device__ __forceinline__ float FastExp2(float x) {

@@ -43,6 +43,7 @@ struct FusedSplitKv {
   int splits = 1;      // key ranges per (batch, K/V head, row group), one block each
   int split_keys = 0;  // keys per range: a multiple of kSplitKvTileKeys
   int stages = 2;      // K/V tile pairs in shared memory: 2 or 3 (split_kv_plan.cc)
+  bool tma = false;    // K/V through TMA bulk tensor copies (compute capability 9.0+, H % 64 == 0)
   // splits > 1: (B, K, row_groups, splits, 16 * row_tiles) rows of normalised partial O (H
   // floats each) and their log2-sum-exp, which a second kernel merges.
   float* partial_out = nullptr;

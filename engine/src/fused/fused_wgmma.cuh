@@ -188,12 +188,6 @@ struct WgmmaTraits {
   static_assert(kMinBlocksPerSm * kSmemBytes <= 227 * 1024, "shared memory of the resident blocks");
 };
 
-// Byte offset of (row, 16-byte chunk) in a swizzled tile of kRows rows.
-template <int kRows>
-__device__ __forceinline__ uint32_t SwizzledOffset(int row, int chunk) {
-  return (chunk / 8) * (kRows * 128) + row * 128 + (((chunk % 8) ^ (row % 8)) * 16);
-}
-
 // Copies kRows rows (row stride `stride` elements) into a swizzled tile at shared address
 // `tile`; rows >= valid_rows are zero-filled.
 template <typename Traits, int kRows, typename T>

@@ -1,0 +1,47 @@
+// See tensor_map.h.
+#include "cuda/tensor_map.h"
+
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+namespace attn {
+
+namespace {
+
+// The driver's encoder, looked up once; null where the driver predates CUDA 12.0.
+PFN_cuTensorMapEncodeTiled_v12000 Encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encoder;
+}
+
+}  // namespace
+
+bool EncodeSwizzledTensorMap(CUtensorMap* map, const void* base, int rank, const uint64_t* sizes,
+                             const uint64_t* byte_strides, const uint32_t* box) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = Encoder();
+  if (encode == nullptr || rank < 1 || rank > 5 || box[0] * 2 != 128) return false;
+  cuuint64_t dims[5], strides[4];
+  cuuint32_t boxes[5], steps[5];
+  for (int i = 0; i < rank; ++i) {
+    dims[i] = sizes[i];
+    boxes[i] = box[i];
+    steps[i] = 1;
+    if (i > 0) strides[i - 1] = byte_strides[i - 1];
+  }
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, static_cast<cuuint32_t>(rank),
+                const_cast<void*>(base), dims, strides, boxes, steps,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+}  // namespace attn
