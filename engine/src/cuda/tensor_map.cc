@@ -1,8 +1,8 @@
 // See tensor_map.h.
 #include "cuda/tensor_map.h"
 
-#include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 
 namespace attn {
 
@@ -38,9 +38,8 @@ bool EncodeSwizzledTensorMap(CUtensorMap* map, const void* base, int rank, const
     if (i > 0) strides[i - 1] = byte_strides[i - 1];
   }
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, static_cast<cuuint32_t>(rank),
-                const_cast<void*>(base), dims, strides, boxes, steps,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                const_cast<void*>(base), dims, strides, boxes, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 

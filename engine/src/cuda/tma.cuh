@@ -49,8 +49,8 @@ __device__ __forceinline__ void MbarrierWait(uint32_t bar, uint32_t parity) {
 // `map` describes into shared memory at `dst` (aligned as the map's swizzle needs: 1024 bytes
 // for 128-byte swizzle), completing its bytes on `bar`. `map` must live in kernel parameters
 // (__grid_constant__), constant or global memory.
-__device__ __forceinline__ void TmaLoad4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
-                                          int c1, int c2, int c3) {
+__device__ __forceinline__ void TmaLoad4d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
+                                          int c0, int c1, int c2, int c3) {
   ATTN_TMA_ASM(
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
