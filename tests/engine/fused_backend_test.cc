@@ -24,14 +24,15 @@ const Backend* Fused() { return BackendRegistry::Default().Find("fused"); }
   } while (0)
 
 // The tensor-core kernels this GPU can run for `dtype` and `head_dim`: mma.sync and split-KV
-// always (split-KV takes any shape when forced), wgmma too on compute capability 9.0 where the
-// build has it. float32 has one kernel (nullopt: automatic).
+// always (split-KV takes any shape when forced), the two wgmma kernels too on compute capability
+// 9.0 where the build has them. float32 has one kernel (nullopt: automatic).
 std::vector<std::optional<FusedPath>> PathsFor(DType dtype, int64_t head_dim) {
   if (dtype == DType::kFloat32) return {std::nullopt};
   std::vector<std::optional<FusedPath>> paths = {FusedPath::kMmaSync, FusedPath::kSplitKv};
   const DeviceInfo& d = SharedGpuContext()->info();
   if (FusedWgmmaBuilt(static_cast<int>(head_dim)) && d.cc_major == 9 && d.cc_minor == 0) {
     paths.push_back(FusedPath::kWgmma);
+    paths.push_back(FusedPath::kWgmmaWs);
   }
   return paths;
 }
@@ -45,6 +46,8 @@ std::string PathName(std::optional<FusedPath> path) {
       return "wgmma";
     case FusedPath::kSplitKv:
       return "split_kv";
+    case FusedPath::kWgmmaWs:
+      return "wgmma_ws";
   }
   return "?";
 }
@@ -199,6 +202,10 @@ const Shape kLargeShapes[] = {
     {2, 1536, 1536, 4, 1, 128},
     {1, 2000, 3000, 4, 2, 64},
     {1, 1100, 1100, 2, 2, 256},
+    // More query tiles than an H100/H200 has SMs (512 and 384): the persistent warp-specialised
+    // kernel's blocks take several items each, of different lengths when causal.
+    {8, 1000, 1000, 8, 2, 128},
+    {4, 700, 900, 16, 4, 96},
 };
 
 INSTANTIATE_TEST_SUITE_P(LargeShapes, FusedVersusNaiveFloat32,

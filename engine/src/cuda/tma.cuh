@@ -31,6 +31,11 @@ __device__ __forceinline__ void MbarrierArriveExpectTx(uint32_t bar, uint32_t by
                : "memory");
 }
 
+// Arrives on `bar` (one of its arrivals; no transaction bytes).
+__device__ __forceinline__ void MbarrierArrive(uint32_t bar) {
+  ATTN_TMA_ASM("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
 // Waits until the phase of `bar` with parity `parity` (0 for its first phase, then 1, 0, ...) has
 // completed: its arrivals and its transaction bytes.
 __device__ __forceinline__ void MbarrierWait(uint32_t bar, uint32_t parity) {

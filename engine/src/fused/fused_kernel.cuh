@@ -225,6 +225,21 @@ __device__ __forceinline__ void StoreRow(T* row, const float (&o)[kDBlocks][4], 
   }
 }
 
+// The epilogue of one 16-row slice: the thread's rows t0 and t0 + 8 (t0: the slice's first row
+// + lane / 4) of the head's output `out` (its row 0) at its columns from `col` (2 * (lane % 4)),
+// O / sum, rows past T dropped.
+template <typename T, int kDBlocks>
+__device__ __forceinline__ void StoreSlice(T* out, const FusedParams& p, int t0, int col,
+                                           const float (&o)[kDBlocks][4],
+                                           const RowSoftmax& softmax) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float sum = QuadSum(softmax.sum[h]);
+    const int t = t0 + h * 8;
+    if (t < p.q_len) StoreRow(out + static_cast<int64_t>(t) * p.o_row_stride + col, o, h, sum);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tile configuration of the tensor-core kernel.
 
@@ -474,14 +489,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   // out = O / sum, written once; rows past T are dropped.
   T* out = static_cast<T*>(p.out) + batch * p.o_batch_stride + head * p.o_head_stride;
 #pragma unroll
-  for (int ma = 0; ma < kMAtoms; ++ma)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float sum = QuadSum(softmax[ma].sum[h]);
-      const int t = q0 + warp_row0 + ma * 16 + quad_row + h * 8;
-      if (t < p.q_len)
-        StoreRow(out + static_cast<int64_t>(t) * p.o_row_stride + quad_col, o[ma], h, sum);
-    }
+  for (int ma = 0; ma < kMAtoms; ++ma) {
+    StoreSlice(out, p, q0 + warp_row0 + ma * 16 + quad_row, quad_col, o[ma], softmax[ma]);
+  }
 }
 
 // Launches one block of `threads` per (tile of `rows` query rows, head, batch) with `smem_bytes`

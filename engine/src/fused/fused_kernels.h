@@ -32,9 +32,10 @@ struct FusedParams {
 enum class FusedHalfType { kBFloat16, kFloat16 };
 
 // The tensor-core kernel a bf16/fp16 problem runs on: mma.sync (sm_80 and newer: fused_kernel.cuh),
-// warpgroup MMA (sm_90a, H100/H200, WgmmaHeadDim: fused_wgmma.cuh) or split-KV for short queries
-// (sm_80 and newer: fused_split_kv.cuh).
-enum class FusedPath { kMmaSync, kWgmma, kSplitKv };
+// warpgroup MMA (sm_90a, H100/H200, WgmmaHeadDim: fused_wgmma.cuh), its warp-specialised form
+// (TMA producer, ping-pong consumers, persistent: fused_wgmma_ws.cuh; problems with kv_lens run
+// kWgmma) or split-KV for short queries (sm_80 and newer: fused_split_kv.cuh).
+enum class FusedPath { kMmaSync, kWgmma, kSplitKv, kWgmmaWs };
 
 // How the split-KV kernel cuts a problem (split_kv_plan.h plans it), and its workspace.
 struct FusedSplitKv {
@@ -77,13 +78,14 @@ constexpr bool WgmmaHeadDim(int h) { return FusedHeadDim(h) && h != 32; }
 // CMAKE_CUDA_ARCHITECTURES names 90a).
 bool FusedWgmmaBuilt(int head_dim);
 
-// Forces one path where both can run (tests and side-by-side benchmarks); std::nullopt restores
-// the automatic choice (wgmma on compute capability 9.0 where built). Without a call, the
-// environment variable ATTN_FUSED_KERNEL=mma_sync|wgmma sets it for the process.
+// Forces one path where it can run (tests and side-by-side benchmarks; kWgmma and kWgmmaWs where
+// the wgmma kernels can, mma.sync otherwise); std::nullopt restores the automatic choice. Without
+// a call, the environment variable ATTN_FUSED_KERNEL=mma_sync|wgmma|wgmma_ws|split_kv sets it for
+// the process.
 void SetFusedPathOverride(std::optional<FusedPath> path);
 
-// bf16/fp16 on tensor cores (fp32 accumulation, cp.async loads) along `path`; kWgmma for a head
-// dim without that kernel runs mma.sync. Needs 16-byte aligned tensors whose batch/row/head
+// bf16/fp16 on tensor cores (fp32 accumulation) along `path`; kWgmma or kWgmmaWs for a head dim
+// without those kernels runs mma.sync. Needs 16-byte aligned tensors whose batch/row/head
 // strides are multiples of 8 elements.
 template <int kHeadDim>
 cudaError_t LaunchFusedHalf(const FusedParams& params, FusedHalfType type, FusedPath path,

@@ -1,12 +1,13 @@
 // The `fused` backend's launchers: a head dim's compile-time instantiation of the mma.sync
-// kernel (fused_kernel.cuh), the Hopper wgmma kernel (fused_wgmma.cuh, WgmmaHeadDim), the
-// split-KV kernel (fused_split_kv.cuh) and the float32 kernel. Included only by the per-head-dim
-// fused_hdim<H>.cu files.
+// kernel (fused_kernel.cuh), the Hopper wgmma kernels (fused_wgmma.cuh and the warp-specialised
+// fused_wgmma_ws.cuh, WgmmaHeadDim), the split-KV kernel (fused_split_kv.cuh) and the float32
+// kernel. Included only by the per-head-dim fused_hdim<H>.cu files.
 #pragma once
 
 #include "fused/fused_kernel.cuh"
 #include "fused/fused_split_kv.cuh"
 #include "fused/fused_wgmma.cuh"
+#include "fused/fused_wgmma_ws.cuh"
 
 namespace attn {
 
@@ -16,7 +17,15 @@ cudaError_t LaunchFusedHalf(const FusedParams& p, FusedHalfType type, FusedPath 
   const bool bf16 = type == FusedHalfType::kBFloat16;
 #if defined(ATTN_FUSED_WGMMA)
   if constexpr (WgmmaHeadDim(kHeadDim)) {
-    if (path == FusedPath::kWgmma) {
+    if (path == FusedPath::kWgmmaWs) {
+      using WsTraits = typename fused::WgmmaWsTileFor<kHeadDim>::Traits;
+      cudaError_t error = cudaSuccess;
+      if (bf16 ? fused::LaunchWgmmaWs<WsTraits, __nv_bfloat16>(p, stream, &error)
+               : fused::LaunchWgmmaWs<WsTraits, __half>(p, stream, &error)) {
+        return error;
+      }
+    }
+    if (path == FusedPath::kWgmma || path == FusedPath::kWgmmaWs) {
       using Traits = typename fused::WgmmaTileFor<kHeadDim>::Traits;
       return bf16 ? fused::LaunchWgmma<Traits, __nv_bfloat16>(p, stream)
                   : fused::LaunchWgmma<Traits, __half>(p, stream);

@@ -26,9 +26,9 @@
 #include <cuda.h>
 
 #include "cuda/from_float.cuh"
-#include "cuda/tensor_map.h"
 #include "cuda/tma.cuh"
 #include "fused/fused_kernel.cuh"
+#include "fused/fused_tensor_maps.h"
 
 namespace attn::fused {
 
@@ -359,15 +359,8 @@ cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, cudaSt
 #if defined(ATTN_FUSED_WGMMA)
   if constexpr (kHeadDim % 64 == 0) {
     if (plan.tma) {
-      const uint64_t sizes[4] = {kHeadDim, static_cast<uint64_t>(p.heads / p.group),
-                                 static_cast<uint64_t>(p.kv_len), static_cast<uint64_t>(p.batch)};
-      const uint32_t box[4] = {64, 1, kSplitKvTileKeys, 1};
-      const uint64_t k_strides[3] = {p.k_head_stride * sizeof(T), p.k_row_stride * sizeof(T),
-                                     p.k_batch_stride * sizeof(T)};
-      const uint64_t v_strides[3] = {p.v_head_stride * sizeof(T), p.v_row_stride * sizeof(T),
-                                     p.v_batch_stride * sizeof(T)};
-      tma = EncodeSwizzledTensorMap(&maps.k, p.k, 4, sizes, k_strides, box) &&
-            EncodeSwizzledTensorMap(&maps.v, p.v, 4, sizes, v_strides, box);
+      tma = EncodeOperandMap(&maps.k, p, FusedOperand::kK, kHeadDim, kSplitKvTileKeys) &&
+            EncodeOperandMap(&maps.v, p, FusedOperand::kV, kHeadDim, kSplitKvTileKeys);
     }
   }
 #endif

@@ -139,8 +139,11 @@ __device__ __forceinline__ void WgmmaFence() {
 __device__ __forceinline__ void WgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void WgmmaWaitAll() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+// Waits until at most kPending of this warpgroup's committed wgmma groups are still running
+// (groups complete in commit order).
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 // Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
 // wgmma that owns it (the asm statements above do not tell it when the hardware writes d).
@@ -166,6 +169,62 @@ __device__ __forceinline__ uint64_t SwizzledDescriptor(uint32_t smem_addr, uint3
   return static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4) |
          static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFFu) << 16 |
          static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFFu) << 32 | uint64_t{1} << 62;
+}
+
+// The dynamic shared memory's start rounded up to the 128-byte swizzle atom's 1024-byte alignment
+// (the kernels ask for 1 KiB more than their tiles take).
+__device__ __forceinline__ uint32_t SwizzleAlignedBase(const void* smem) {
+  return (static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + 1023u) & ~1023u;
+}
+
+// The steps both wgmma kernels (this one and fused_wgmma_ws.cuh's) take for one warpgroup's 64
+// query rows.
+
+// Issues S = Q K^T as one commit group: A = rows q_row0 .. q_row0 + 63 of the swizzled Q tile of
+// kQRows rows at `q_tile`, B = the swizzled K tile of kBlockN keys at `k_tile`, both K-major.
+template <int kHeadDim, int kQRows, int kBlockN, typename T>
+__device__ __forceinline__ void IssueScores(float (&s)[kBlockN / 8][4], uint32_t q_tile, int q_row0,
+                                            uint32_t k_tile) {
+  WgmmaFence();
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+    const uint32_t k_offset = (ks % 4) * 32;  // 16 elements = 32 bytes into the atom
+    const uint64_t a_desc =
+        SwizzledDescriptor(q_tile + (ks / 4) * (kQRows * 128) + q_row0 * 128 + k_offset, 16, 1024);
+    const uint64_t b_desc =
+        SwizzledDescriptor(k_tile + (ks / 4) * (kBlockN * 128) + k_offset, 16, 1024);
+    WgmmaSS<kBlockN, T>(Flat(s), a_desc, b_desc, ks > 0);
+  }
+  WgmmaCommit();
+}
+
+// P (the softmax's probabilities, in the accumulator layout) narrowed to T in wgmma's register-A
+// layout, 16 keys a fragment: the same registers' values, no data moves between threads.
+template <typename T, int kSBlocks>
+__device__ __forceinline__ void PackProbabilities(uint32_t (&pa)[kSBlocks / 2][4],
+                                                  const float (&s)[kSBlocks][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kSBlocks / 2; ++kk) {
+    pa[kk][0] = HalfOps<T>::Pack(s[2 * kk][0], s[2 * kk][1]);
+    pa[kk][1] = HalfOps<T>::Pack(s[2 * kk][2], s[2 * kk][3]);
+    pa[kk][2] = HalfOps<T>::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[kk][3] = HalfOps<T>::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
+// Issues O += P V as one commit group, 16 keys a wgmma: A = pa, B = the swizzled V tile of kBlockN
+// keys at `v_tile`, read MN-major (transposed).
+template <int kHeadDim, int kBlockN, typename T>
+__device__ __forceinline__ void IssuePv(float (&o)[kHeadDim / 8][4],
+                                        const uint32_t (&pa)[kBlockN / 16][4], uint32_t v_tile) {
+  WgmmaFence();
+  FenceRegisters(Flat(o));
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    const uint64_t b_desc = SwizzledDescriptor(v_tile + kk * 16 * 128, kBlockN * 128, 1024);
+    WgmmaRS<kHeadDim, T>(Flat(o), pa[kk], b_desc);
+  }
+  WgmmaCommit();
 }
 
 template <int kHeadDim_, int kBlockN_, int kMinBlocksPerSm_>
@@ -202,14 +261,11 @@ template <typename Traits, typename T>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     FusedWgmmaKernel(const FusedParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Ops = HalfOps<T>;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   constexpr int kSBlocks = kBlockN / 8, kOBlocks = kHeadDim / 8;  // n8 blocks of S and O
 
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t base =
-      (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
-  const uint32_t s_q = base;
+  const uint32_t s_q = SwizzleAlignedBase(smem_raw);
   const uint32_t s_k = s_q + Traits::kQBytes;
   const uint32_t s_v = s_k + 2 * Traits::kKvBytes;
 
@@ -217,7 +273,6 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   // This thread's two rows of the tile (the accumulator layout): r0 and r0 + 8.
   const int r0 = wg * 64 + warp * 16 + lane / 4;
-  const int col = 2 * (lane % 4);
 
   const QueryTile<T> tile = TileOfBlock<T, kBlockM, kBlockN>(p);
   const int q0 = tile.q0, n_tiles = tile.n_tiles, kv_len = tile.kv_len;
@@ -253,21 +308,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
 
     // S = Q K^T for this warpgroup's 64 rows.
     float s[kSBlocks][4];
-    WgmmaFence();
-#pragma unroll
-    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
-      const uint32_t k_offset = (ks % 4) * 32;  // 16 elements = 32 bytes into the atom
-      const uint64_t a_desc =
-          SwizzledDescriptor(s_q + (ks / 4) * (kBlockM * 128) + wg * 64 * 128 + k_offset, 16, 1024);
-      const uint64_t b_desc =
-          SwizzledDescriptor(s_k + buffer + (ks / 4) * (kBlockN * 128) + k_offset, 16, 1024);
-      WgmmaSS<kBlockN, T>(Flat(s), a_desc, b_desc, ks > 0);
-    }
-    WgmmaCommit();
+    IssueScores<kHeadDim, kBlockM, kBlockN, T>(s, s_q, wg * 64, s_k + buffer);
     // Tile j + 1's copies go out while the tensor cores compute S (they fill the other buffer).
     if (j + 1 < n_tiles) load_kv(j + 1);
     CpAsyncCommit();
-    WgmmaWaitAll();
+    WgmmaWait<0>();
     FenceRegisters(Flat(s));
 
     // Mask keys past S and (causal) after the query, only in tiles that have any.
@@ -284,10 +329,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     uint32_t pa[kBlockN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      pa[kk][0] = Ops::Pack(s[2 * kk][0], s[2 * kk][1]);
-      pa[kk][1] = Ops::Pack(s[2 * kk][2], s[2 * kk][3]);
-      pa[kk][2] = Ops::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[kk][3] = Ops::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      pa[kk][0] = HalfOps<T>::Pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[kk][1] = HalfOps<T>::Pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[kk][2] = HalfOps<T>::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[kk][3] = HalfOps<T>::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
     WgmmaFence();
     FenceRegisters(Flat(o));
@@ -299,18 +344,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     WgmmaCommit();
     CpAsyncWait<0>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    WgmmaWaitAll();
+    WgmmaWait<0>();
     FenceRegisters(Flat(o));
   }
 
   // out = O / sum, written once; rows past T are dropped.
-  T* out = static_cast<T*>(p.out) + batch * p.o_batch_stride + head * p.o_head_stride;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float sum = QuadSum(softmax.sum[h]);
-    const int t = q0 + r0 + h * 8;
-    if (t < p.q_len) StoreRow(out + static_cast<int64_t>(t) * p.o_row_stride + col, o, h, sum);
-  }
+  StoreSlice(static_cast<T*>(p.out) + batch * p.o_batch_stride + head * p.o_head_stride, p, q0 + r0,
+             2 * (lane % 4), o, softmax);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Device calls for the warp-specialised wgmma kernel (issue 23, fused_wgmma_ws.cuh): its tests and
+# compute-sanitizer (call 1), then the ladder (call 2): the wgmma kernel of before, the
+# warp-specialised one, its variants with one step switched off (bundled as
+# bin/attn-bench-ws-<name>, built by bench/fused_variants.sh), our cudnn and PyTorch SDPA's flash
+# and cuDNN backends on the judged shapes, and ncu's tensor-pipe reading of both kernels.
+#   bash bench/gpu_fused_ws.sh [tests] [sanitize] [bench] [variants] [ncu]
+#   call 1: tests sanitize      call 2: bench variants ncu
+# carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench
+#   .gpu-var/attn-bench-ws-*). Logs under $OUT; a short table on stdout.
+set -uo pipefail
+out=${OUT:-/tmp/attn-gpu}
+g=${ATTN_GPU_BUNDLE:-.gpu}
+mkdir -p "$out"
+steps=${*:-tests sanitize}
+has() { [[ " $steps " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+
+if has tests; then
+  echo "== fused (every kernel, wgmma_ws among them), registry, kv_lens and pieces tests"
+  timeout 420 stdbuf -oL -eL $g/run attn_engine_tests \
+    --gtest_filter='*Fused*:Registry*:*KvLens*:*GpuPieces*' --gtest_brief=1 > "$out/tests.log" 2>&1
+  echo "exit code $? (124: timed out; a hang in a kernel shows as that)"
+  grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
+  grep -B2 -A8 'Failure' "$out/tests.log" | head -60
+fi
+
+if has sanitize; then
+  echo "== compute-sanitizer: small problems on every kernel, then a persistent run of several items a block"
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  small='*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:*FusedVersusReference*B2_T64_S256*:FusedBackend.ReadsStridedKv*'
+  for tool in memcheck racecheck synccheck; do
+    timeout 150 $g/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
+      --gtest_filter="$small" --gtest_brief=1 > "$out/$tool.log" 2>&1
+    echo "$tool exit code $?"
+    grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
+  done
+  # B8 T1000 N8 H128: 512 items on 132 SMs, causal lengths differing (the kernel forced alone).
+  for tool in memcheck synccheck; do
+    ATTN_FUSED_KERNEL=wgmma_ws timeout 120 $g/run "$cs" --tool $tool --error-exitcode 3 attn-bench \
+      --backend=fused --dtypes=bfloat16 --batch=8 --heads=8 --kv_heads=2 --head_dim=128 --seq_lens=1000 \
+      --causal --warmup=0 --repeats=1 > "$out/$tool-persistent.log" 2>&1
+    echo "$tool (persistent, attn-bench) exit code $?"
+    grep -E 'SUMMARY' "$out/$tool-persistent.log" | head -2
+  done
+fi
+
+# attn-bench with the peers' protocol (10 warm-ups, median of 50 event-timed calls): $1 the
+# binary, $2 ATTN_FUSED_KERNEL, $3 the backend; the judged shapes of issue 23.
+judged() {
+  local bin=$1 kernel=$2 backend=${3:-fused}
+  b() {
+    env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run $bin --backend=$backend --dtypes=bfloat16 --warmup=10 \
+      --repeats=50 "$@" 2>&1 | grep -E "^$backend " | sed "s/^/[$bin ${kernel:-auto}] /"
+  }
+  for c in --causal ""; do
+    b --batch=4 --heads=16 --head_dim=128 --seq_lens=4096,8192 $c
+  done
+  for k in 32 8 1; do
+    b --batch=4 --heads=32 --kv_heads=$k --head_dim=128 --seq_lens=2048 --causal
+  done
+}
+other_heads() {
+  local kernel=$1 backend=${2:-fused}
+  for h in 64 96 256; do
+    for c in --causal ""; do
+      env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run attn-bench --backend=$backend --dtypes=bfloat16 --warmup=10 \
+        --repeats=50 --batch=4 --heads=16 --head_dim=$h --seq_lens=4096,8192 $c 2>&1 | grep -E "^$backend " \
+        | sed "s/^/[H$h ${kernel:-auto}] /"
+    done
+  done
+  env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run attn-bench --backend=$backend --dtypes=bfloat16 --warmup=20 \
+    --repeats=100 --batch=4 --heads=8 --head_dim=64 --seq_lens=128,256,512,1024,2048 --causal 2>&1 \
+    | grep -E "^$backend " | sed "s/^/[codelab ${kernel:-auto}] /"
+}
+if has bench; then
+  echo "== H128 judged shapes: wgmma (before), wgmma_ws, our cudnn"
+  { judged attn-bench wgmma; judged attn-bench wgmma_ws; judged attn-bench "" cudnn; } 2>&1 | tee "$out/judged.log"
+  echo "== head dims 64, 96, 256 and the codelab shapes: wgmma, wgmma_ws, our cudnn"
+  { other_heads wgmma; other_heads wgmma_ws; other_heads "" cudnn; } 2>&1 | tee "$out/heads.log"
+  echo "== peers: PyTorch SDPA flash (FlashAttention-2) and cuDNN"
+  shapes=()
+  for h in 128 64 96 256; do
+    for t in 4096 8192; do shapes+=(--shape 4,$t,$t,16,16,$h,causal --shape 4,$t,$t,16,16,$h); done
+  done
+  for k in 32 8 1; do shapes+=(--shape 4,2048,2048,32,$k,128,causal); done
+  PYTHONUNBUFFERED=1 timeout 240 python3 $g/peers.py "${shapes[@]}" --impl torch_flash,torch_cudnn 2>&1 \
+    | grep -v Warn | tee "$out/peers.log"
+  echo "== H128 again (drift)"
+  { judged attn-bench wgmma; judged attn-bench wgmma_ws; } 2>&1 | tee -a "$out/judged.log"
+fi
+
+if has variants; then
+  echo "== the ladder: wgmma_ws with one step changed (bin/attn-bench-ws-<variant>)"
+  for bin in $g/bin/attn-bench-ws-*; do judged "${bin##*/}" wgmma_ws; done 2>&1 | tee "$out/variants.log"
+fi
+
+if has ncu; then
+  echo "== ncu: B4 T=S=4096 N16 H128 bf16 non-causal, wgmma then wgmma_ws"
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for kernel in wgmma wgmma_ws; do
+    ATTN_FUSED_KERNEL=$kernel timeout 90 $g/run "$ncu" --clock-control none -k regex:Fused -c 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats \
+      attn-bench --backend=fused --dtypes=bfloat16 --batch=4 --heads=16 --head_dim=128 --seq_lens=4096 \
+      --warmup=0 --repeats=1 > "$out/ncu-$kernel.log" 2>&1
+    echo "$kernel: ncu exit $?"
+    grep -E 'Duration|Pipe|Issue Slots|Executed Ipc|DRAM Throughput|Registers Per|Achieved Occupancy' \
+      "$out/ncu-$kernel.log" | head -20
+  done
+fi

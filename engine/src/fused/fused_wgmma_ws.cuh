@@ -1,0 +1,313 @@
+// The `fused` backend's warp-specialised Hopper kernel (sm_90a, FusedPath::kWgmmaWs):
+// FlashAttention-3's schedule on fused_wgmma.cuh's wgmma wrappers and fused_kernel.cuh's mask,
+// online softmax and epilogue.
+//
+// Three warpgroups a block, one block an SM, each block taking work items (a 128-row query tile
+// of one head of one batch element) in turn until none is left (persistent):
+//  - warpgroup 0 produces: one thread issues TMA box copies (tensor maps over Q as (H, heads, T,
+//    B) and K/V as (H, K/V heads, S, B)) of each item's Q and of its K/V tiles into a ring of
+//    kStages stages; the warpgroup gives its registers up (setmaxnreg) to the two consumers;
+//  - warpgroups 1 and 2 consume 64 query rows each. mbarriers: full[s] completes when stage s's
+//    K and V have landed (transaction bytes), empty[s] when the consumers' eight warps are done
+//    with it; q_full and q_empty do the same for Q, so the next item's Q and first K/V tiles load
+//    while the consumers finish this item's last tiles and write its output;
+//  - a consumer issues tile j's S = Q K^T, then tile j - 1's O += P V, and runs tile j's softmax
+//    while the tensor cores work through both; the two consumers take turns issuing (named
+//    barriers 1 and 2: ping-pong), so one's softmax runs under the other's GEMMs.
+// Items go out in the order the one-block-per-tile grid of fused_wgmma.cuh has: the query tiles
+// of one (head, batch) last-first (causal: the most keys first), so blocks running at the same
+// time read the same heads' K/V (L2 reuse) and the short causal tiles fill in at the end.
+// Problems with kv_lens keep the cp.async kernel (LaunchWgmmaWs returns false): a box reads whole
+// tiles, and V rows past a sequence's length may hold NaN, which 0 * NaN would carry into O.
+#pragma once
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+
+#include "cuda/tma.cuh"
+#include "fused/fused_tensor_maps.h"
+#include "fused/fused_wgmma.cuh"
+
+// Steps of the schedule that bench/fused_variants.sh can switch off, to measure each one's gain.
+// 1: the consumers take turns issuing their GEMMs (ping-pong); 0: each issues when it is ready.
+#ifndef ATTN_FUSED_WS_PINGPONG
+#define ATTN_FUSED_WS_PINGPONG 1
+#endif
+// 1: one block an SM, each taking items until none is left; 0: one block an item.
+#ifndef ATTN_FUSED_WS_PERSISTENT
+#define ATTN_FUSED_WS_PERSISTENT 1
+#endif
+
+namespace attn::fused {
+
+template <int kHeadDim_, int kBlockN_, int kStages_>
+struct WgmmaWsTraits {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = 128;  // two consumer warpgroups of 64 rows
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kThreads = 384;
+  static constexpr int kRegions = (kHeadDim + 63) / 64;  // 128-byte swizzle regions a row
+  static constexpr int kQBytes = kBlockM * kRegions * 128;
+  static constexpr int kKvBytes = kBlockN * kRegions * 128;
+  // + 1 KiB: the base is rounded up to the swizzle atom's 1024-byte alignment.
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024;
+  static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "wgmma N = head dim: 64, 96, 128 or 256");
+  static_assert(kBlockN == 64 || kBlockN == 128, "wgmma N = kBlockN: 64 or 128");
+  static_assert(kStages >= 2, "one stage loads while another is computed");
+  static_assert(kSmemBytes <= 227 * 1024, "one block an SM");
+};
+
+struct WgmmaWsMaps {
+  CUtensorMap q, k, v;
+};
+
+// Registers a thread of each role keeps (setmaxnreg; multiples of 8): the producer needs few, and
+// 2 * 128 * 240 + 128 * 24 fits the SM's 64 Ki.
+constexpr int kWsProducerRegisters = 24;
+constexpr int kWsConsumerRegisters = 240;
+
+// `threads` threads (warps whole) meet at hardware barrier `id` (1..15; 0 is __syncthreads):
+// Sync waits for all of them, Arrive counts itself and goes on.
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Work item w: its query tile, head, batch element and K/V tiles (up to the causal limit).
+struct WsItem {
+  int q0, head, batch, n_tiles;
+};
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ WsItem WsItemAt(const FusedParams& p, int64_t w) {
+  const int m_blocks = (p.q_len + kBlockM - 1) / kBlockM;
+  const int64_t head_batch = w / m_blocks;
+  WsItem item;
+  item.q0 = (m_blocks - 1 - static_cast<int>(w % m_blocks)) * kBlockM;
+  item.head = static_cast<int>(head_batch % p.heads);
+  item.batch = static_cast<int>(head_batch / p.heads);
+  const int kv_end = p.causal ? min(p.kv_len, item.q0 + kBlockM) : p.kv_len;
+  item.n_tiles = (kv_end + kBlockN - 1) / kBlockN;
+  return item;
+}
+
+template <typename Traits, typename T>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    FusedWgmmaWsKernel(const FusedParams p, const __grid_constant__ WgmmaWsMaps maps,
+                       const int64_t items) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kSBlocks = kBlockN / 8, kOBlocks = kHeadDim / 8;  // n8 blocks of S and O
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t s_q = SwizzleAlignedBase(smem_raw);
+  const uint32_t s_k = s_q + Traits::kQBytes;
+  const uint32_t s_v = s_k + kStages * Traits::kKvBytes;
+  // q_full, q_empty, then full[kStages], then empty[kStages].
+  __shared__ uint64_t s_bars[2 + 2 * kStages];
+  const uint32_t q_full = static_cast<uint32_t>(__cvta_generic_to_shared(s_bars));
+  const uint32_t q_empty = q_full + 8;
+  const uint32_t full0 = q_full + 16, empty0 = full0 + 8 * kStages;
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  if (tid == 0) {
+    tma::MbarrierInit(q_full, 1);
+    tma::MbarrierInit(q_empty, 8);  // one arrival per consumer warp
+    for (int s = 0; s < kStages; ++s) {
+      tma::MbarrierInit(full0 + 8 * s, 1);
+      tma::MbarrierInit(empty0 + 8 * s, 8);
+    }
+  }
+  __syncthreads();  // the barriers are set up; no block-wide barrier after this point
+
+  if (wg == 0) {  // the producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegisters));
+    if (tid != 0) return;
+    uint32_t it = 0;  // K/V tiles loaded so far, over all items: the ring's position
+    int local = 0;
+    for (int64_t w = blockIdx.x; w < items; w += gridDim.x, ++local) {
+      const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w);
+      if (local > 0) tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done
+      tma::MbarrierArriveExpectTx(q_full, Traits::kQBytes);
+#pragma unroll
+      for (int r = 0; r < Traits::kRegions; ++r) {
+        tma::TmaLoad4d(s_q + r * kBlockM * 128, &maps.q, q_full, r * 64, item.head, item.q0,
+                       item.batch);
+      }
+      const int kv_head = item.head / p.group;
+      for (int j = 0; j < item.n_tiles; ++j, ++it) {
+        const uint32_t stage = it % kStages;
+        // The stage's previous tile, it - kStages, must be released by both consumers.
+        if (it >= kStages) tma::MbarrierWait(empty0 + 8 * stage, (it / kStages - 1) % 2);
+        const uint32_t full = full0 + 8 * stage;
+        tma::MbarrierArriveExpectTx(full, 2 * Traits::kKvBytes);
+#pragma unroll
+        for (int r = 0; r < Traits::kRegions; ++r) {
+          const uint32_t at = stage * Traits::kKvBytes + r * kBlockN * 128;
+          tma::TmaLoad4d(s_k + at, &maps.k, full, r * 64, kv_head, j * kBlockN, item.batch);
+          tma::TmaLoad4d(s_v + at, &maps.v, full, r * 64, kv_head, j * kBlockN, item.batch);
+        }
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegisters));
+  const int c = wg - 1;  // this consumer: rows 64c .. 64c + 63 of the tile
+  const int warp = (tid % 128) / 32, lane = tid % 32;
+  const int r0 = c * 64 + warp * 16 + lane / 4;  // this thread's rows: r0 and r0 + 8
+  // Ping-pong: consumer c issues its GEMMs after barrier 1 + c, then lets the other go (2 - c).
+  // Consumer 0 goes first in each item: consumer 1 arrives once ahead and skips its last, so
+  // every arrival meets a sync.
+  constexpr bool kPingPong = ATTN_FUSED_WS_PINGPONG;
+  const int my_turn = 1 + c, their_turn = 2 - c;
+
+  uint32_t it = 0;  // as the producer's
+  int local = 0;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x, ++local) {
+    const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w);
+    const int q0 = item.q0, n_tiles = item.n_tiles;
+    float o[kOBlocks][4];
+#pragma unroll
+    for (int d = 0; d < kOBlocks; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+    RowSoftmax softmax;
+    uint32_t pa[kBlockN / 16][4];  // P of the tile before, waiting for its P V
+
+    if (kPingPong && c == 1 && n_tiles > 0) NamedBarrierArrive(1, 256);
+    tma::MbarrierWait(q_full, local % 2);
+    if (n_tiles == 0 && lane == 0) tma::MbarrierArrive(q_empty);
+    // Tile j (ring position it + j): S = Q K^T issued, with tile j - 1's P V behind it where
+    // kWithPv, awaited, masked and turned into P; O rescaled once that P V is in.
+    auto step = [&](int j, auto with_pv) {
+      constexpr bool kWithPv = decltype(with_pv)::value;
+      const uint32_t stage = (it + j) % kStages, prev = (it + j + kStages - 1) % kStages;
+      tma::MbarrierWait(full0 + 8 * stage, ((it + j) / kStages) % 2);
+      if (kPingPong) NamedBarrierSync(my_turn, 256);
+      float s[kSBlocks][4];
+      IssueScores<kHeadDim, kBlockM, kBlockN, T>(s, s_q, c * 64, s_k + stage * Traits::kKvBytes);
+      if constexpr (kWithPv) IssuePv<kHeadDim, kBlockN, T>(o, pa, s_v + prev * Traits::kKvBytes);
+      if (kPingPong && !(c == 1 && j == n_tiles - 1)) NamedBarrierArrive(their_turn, 256);
+      WgmmaWait<kWithPv ? 1 : 0>();  // S is in; tile j - 1's P V may still run
+      FenceRegisters(Flat(s));
+      if (j == n_tiles - 1 && lane == 0) tma::MbarrierArrive(q_empty);  // Q read for the last time
+
+      const int key0 = j * kBlockN;
+      if (key0 + kBlockN > p.kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
+        MaskScores(s, key0, {q0 + r0, q0 + r0 + 8}, p.kv_len, p.causal);
+      }
+      float alpha[2];
+      const bool moved = __any_sync(0xffffffffu, OnlineSoftmax(s, softmax, p.scale_log2, alpha));
+      if constexpr (kWithPv) {
+        WgmmaWait<0>();  // tile j - 1's P V is in O: its stage is free, O may be rescaled
+        FenceRegisters(Flat(o));
+        if (lane == 0) tma::MbarrierArrive(empty0 + 8 * prev);
+      }
+      if (moved) RescaleRows(o, alpha);
+      PackProbabilities<T>(pa, s);
+    };
+    // The first tile has no P V before it (a separate instantiation: a run-time condition around
+    // the wgmma would make ptxas serialise them).
+    if (n_tiles > 0) step(0, std::false_type{});
+    for (int j = 1; j < n_tiles; ++j) step(j, std::true_type{});
+    if (n_tiles > 0) {
+      const uint32_t last = (it + n_tiles - 1) % kStages;
+      IssuePv<kHeadDim, kBlockN, T>(o, pa, s_v + last * Traits::kKvBytes);
+      WgmmaWait<0>();
+      FenceRegisters(Flat(o));
+      if (lane == 0) tma::MbarrierArrive(empty0 + 8 * last);
+    }
+    it += n_tiles;
+
+    // out = O / sum, written once; rows past T are dropped.
+    StoreSlice(static_cast<T*>(p.out) + item.batch * p.o_batch_stride + item.head * p.o_head_stride,
+               p, q0 + r0, 2 * (lane % 4), o, softmax);
+  }
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// The tile per head dim (FlashAttention-3's for H = 128 and 256; to be settled by measurement,
+// NOTES.md). The ATTN_FUSED_WS_* macros exist for bench/fused_variants.sh.
+#ifndef ATTN_FUSED_WS_H64_BLOCK_N
+#define ATTN_FUSED_WS_H64_BLOCK_N 128
+#endif
+#ifndef ATTN_FUSED_WS_H64_STAGES
+#define ATTN_FUSED_WS_H64_STAGES 3
+#endif
+#ifndef ATTN_FUSED_WS_H96_BLOCK_N
+#define ATTN_FUSED_WS_H96_BLOCK_N 128
+#endif
+#ifndef ATTN_FUSED_WS_H96_STAGES
+#define ATTN_FUSED_WS_H96_STAGES 2
+#endif
+#ifndef ATTN_FUSED_WS_H128_BLOCK_N
+#define ATTN_FUSED_WS_H128_BLOCK_N 128
+#endif
+#ifndef ATTN_FUSED_WS_H128_STAGES
+#define ATTN_FUSED_WS_H128_STAGES 2
+#endif
+#ifndef ATTN_FUSED_WS_H256_BLOCK_N
+#define ATTN_FUSED_WS_H256_BLOCK_N 64
+#endif
+#ifndef ATTN_FUSED_WS_H256_STAGES
+#define ATTN_FUSED_WS_H256_STAGES 2
+#endif
+template <int kHeadDim>
+struct WgmmaWsTileFor;
+template <>
+struct WgmmaWsTileFor<64> {
+  using Traits = WgmmaWsTraits<64, ATTN_FUSED_WS_H64_BLOCK_N, ATTN_FUSED_WS_H64_STAGES>;
+};
+template <>
+struct WgmmaWsTileFor<96> {
+  using Traits = WgmmaWsTraits<96, ATTN_FUSED_WS_H96_BLOCK_N, ATTN_FUSED_WS_H96_STAGES>;
+};
+template <>
+struct WgmmaWsTileFor<128> {
+  using Traits = WgmmaWsTraits<128, ATTN_FUSED_WS_H128_BLOCK_N, ATTN_FUSED_WS_H128_STAGES>;
+};
+template <>
+struct WgmmaWsTileFor<256> {
+  using Traits = WgmmaWsTraits<256, ATTN_FUSED_WS_H256_BLOCK_N, ATTN_FUSED_WS_H256_STAGES>;
+};
+
+// Runs the warp-specialised kernel and returns true with its launch status in *error, or returns
+// false having launched nothing where it does not apply (kv_lens, or a tensor the driver's TMA
+// refuses), for the caller's fallback.
+template <typename Traits, typename T>
+bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error) {
+  WgmmaWsMaps maps;
+  if (p.kv_lens != nullptr ||
+      !EncodeOperandMap(&maps.q, p, FusedOperand::kQ, Traits::kHeadDim, Traits::kBlockM) ||
+      !EncodeOperandMap(&maps.k, p, FusedOperand::kK, Traits::kHeadDim, Traits::kBlockN) ||
+      !EncodeOperandMap(&maps.v, p, FusedOperand::kV, Traits::kHeadDim, Traits::kBlockN)) {
+    return false;
+  }
+  auto* kernel = FusedWgmmaWsKernel<Traits, T>;
+  *error =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
+  if (*error != cudaSuccess) return true;
+  const int64_t items =
+      static_cast<int64_t>((p.q_len + Traits::kBlockM - 1) / Traits::kBlockM) * p.heads * p.batch;
+  int64_t blocks = std::min<int64_t>(items, INT_MAX);
+  if (ATTN_FUSED_WS_PERSISTENT) {
+    int device = 0, sms = 0;
+    *error = cudaGetDevice(&device);
+    if (*error == cudaSuccess) {
+      *error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    }
+    if (*error != cudaSuccess) return true;
+    blocks = std::min<int64_t>(items, sms);
+  }
+  kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(p, maps,
+                                                                                          items);
+  *error = cudaGetLastError();
+  return true;
+}
+
+}  // namespace attn::fused
