@@ -6,6 +6,7 @@
 # and cuDNN backends on the judged shapes, and ncu's tensor-pipe reading of both kernels.
 #   bash bench/gpu_fused_ws.sh [tests] [sanitize] [bench] [variants] [ncu]
 #   call 1: tests sanitize      call 2: bench variants ncu
+# ATTN_TEST_FILTER and ATTN_TEST_TIMEOUT (seconds) narrow the tests step.
 # carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench
 #   .gpu-var/attn-bench-ws-*). Logs under $OUT; a short table on stdout.
 set -uo pipefail
@@ -18,8 +19,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 if has tests; then
   echo "== fused (every kernel, wgmma_ws among them), registry, kv_lens and pieces tests"
-  timeout 420 stdbuf -oL -eL $g/run attn_engine_tests \
-    --gtest_filter='*Fused*:Registry*:*KvLens*:*GpuPieces*' --gtest_brief=1 > "$out/tests.log" 2>&1
+  timeout "${ATTN_TEST_TIMEOUT:-420}" stdbuf -oL -eL $g/run attn_engine_tests \
+    --gtest_filter="${ATTN_TEST_FILTER:-*Fused*:Registry*:*KvLens*:*GpuPieces*}" --gtest_brief=1 \
+    > "$out/tests.log" 2>&1
   echo "exit code $? (124: timed out; a hang in a kernel shows as that)"
   grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
   grep -B2 -A8 'Failure' "$out/tests.log" | head -60
@@ -50,7 +52,7 @@ fi
 judged() {
   local bin=$1 kernel=$2 backend=${3:-fused}
   b() {
-    env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run $bin --backend=$backend --dtypes=bfloat16 --warmup=10 \
+    timeout 60 env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run $bin --backend=$backend --dtypes=bfloat16 --warmup=10 \
       --repeats=50 "$@" 2>&1 | grep -E "^$backend " | sed "s/^/[$bin ${kernel:-auto}] /"
   }
   for c in --causal ""; do
@@ -64,12 +66,12 @@ other_heads() {
   local kernel=$1 backend=${2:-fused}
   for h in 64 96 256; do
     for c in --causal ""; do
-      env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run attn-bench --backend=$backend --dtypes=bfloat16 --warmup=10 \
+      timeout 60 env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run attn-bench --backend=$backend --dtypes=bfloat16 --warmup=10 \
         --repeats=50 --batch=4 --heads=16 --head_dim=$h --seq_lens=4096,8192 $c 2>&1 | grep -E "^$backend " \
         | sed "s/^/[H$h ${kernel:-auto}] /"
     done
   done
-  env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run attn-bench --backend=$backend --dtypes=bfloat16 --warmup=20 \
+  timeout 60 env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run attn-bench --backend=$backend --dtypes=bfloat16 --warmup=20 \
     --repeats=100 --batch=4 --heads=8 --head_dim=64 --seq_lens=128,256,512,1024,2048 --causal 2>&1 \
     | grep -E "^$backend " | sed "s/^/[codelab ${kernel:-auto}] /"
 }
@@ -77,7 +79,7 @@ if has bench; then
   echo "== H128 judged shapes: wgmma (before), wgmma_ws, our cudnn"
   { judged attn-bench wgmma; judged attn-bench wgmma_ws; judged attn-bench "" cudnn; } 2>&1 | tee "$out/judged.log"
   echo "== head dims 64, 96, 256 and the codelab shapes: wgmma, wgmma_ws, our cudnn"
-  { other_heads wgmma; other_heads wgmma_ws; other_heads "" cudnn; } 2>&1 | tee "$out/heads.log"
+  { other_heads wgmma; other_heads wgmma_ws; other_heads ""; other_heads "" cudnn; } 2>&1 | tee "$out/heads.log"
   echo "== peers: PyTorch SDPA flash (FlashAttention-2) and cuDNN"
   shapes=()
   for h in 128 64 96 256; do
@@ -92,7 +94,19 @@ fi
 
 if has variants; then
   echo "== the ladder: wgmma_ws with one step changed (bin/attn-bench-ws-<variant>)"
-  for bin in $g/bin/attn-bench-ws-*; do judged "${bin##*/}" wgmma_ws; done 2>&1 | tee "$out/variants.log"
+  # ws-h<H>-*: a variant of head dim H's tiles (B4 N16 T 4096/8192); the others are H = 128's.
+  for bin in $g/bin/attn-bench-ws-*; do
+    v=${bin##*/}
+    if [[ $v =~ ws-h([0-9]+) ]]; then
+      for c in --causal ""; do
+        timeout 60 env ATTN_FUSED_KERNEL=wgmma_ws $g/run $v --backend=fused --dtypes=bfloat16 --warmup=10 \
+          --repeats=50 --batch=4 --heads=16 --head_dim=${BASH_REMATCH[1]} --seq_lens=4096,8192 $c 2>&1 \
+          | grep -E '^fused ' | sed "s/^/[$v wgmma_ws] /"
+      done
+    else
+      judged "$v" wgmma_ws
+    fi
+  done 2>&1 | tee "$out/variants.log"
 fi
 
 if has ncu; then

@@ -242,20 +242,28 @@ TEST(FusedBackend, RepeatedRunsAreBitwiseIdentical) {
   }
 }
 
-TEST(FusedBackend, PicksTheWgmmaKernelOnHopperWhereBuilt) {
+TEST(FusedBackend, PicksAWgmmaKernelOnHopperWhereBuilt) {
   ATTN_REQUIRE_GPU();
-  const auto p = AttentionProblem::SelfAttention(2, 300, 8, 128, DType::kBFloat16, true, 2);
-  const auto paths = PathsFor(p.dtype, p.head_dim);
+  const auto small = AttentionProblem::SelfAttention(2, 300, 8, 128, DType::kBFloat16, true, 2);
+  const auto paths = PathsFor(small.dtype, small.head_dim);
   if (std::find(paths.begin(), paths.end(), FusedPath::kWgmma) == paths.end()) {
     GTEST_SKIP() << "no wgmma kernel here: it needs compute capability 9.0 and a build for "
                     "sm_90a";
   }
-  // The kernels round differently, so the automatic choice shows itself in the output bits.
-  const Inputs in = RandomInputs(p, 37);
-  const std::vector<double> automatic = RunOn(in, std::nullopt);
-  EXPECT_EQ(automatic, RunOn(in, FusedPath::kWgmma));
-  EXPECT_NE(automatic, RunOn(in, FusedPath::kMmaSync))
+  // The kernels round differently, so the automatic choice shows itself in the output bits:
+  // the cp.async wgmma kernel below a wave of 128-row query tiles (3 x 8 x 2 = 48 here), the
+  // warp-specialised one from a wave on (16 x 8 x 2 = 256, more than any H100/H200 has SMs).
+  const Inputs few = RandomInputs(small, 37);
+  const std::vector<double> automatic = RunOn(few, std::nullopt);
+  EXPECT_EQ(automatic, RunOn(few, FusedPath::kWgmma));
+  EXPECT_NE(automatic, RunOn(few, FusedPath::kMmaSync))
       << "the two kernels gave identical bits: is wgmma running?";
+  const auto large = AttentionProblem::SelfAttention(2, 2048, 8, 128, DType::kBFloat16, true, 2);
+  const Inputs many = RandomInputs(large, 39);
+  const std::vector<double> automatic_large = RunOn(many, std::nullopt);
+  EXPECT_EQ(automatic_large, RunOn(many, FusedPath::kWgmmaWs));
+  EXPECT_NE(automatic_large, RunOn(many, FusedPath::kWgmma))
+      << "identical bits: is the warp-specialised kernel running?";
 }
 
 TEST(FusedBackend, PicksSplitKvForShortQueries) {

@@ -61,8 +61,9 @@ bool SplitKvFits(const AttentionProblem& p, const DeviceInfo& device) {
 }
 
 // The kernel `p` runs on: a forced path where it applies, else split-KV for short queries, else
-// wgmma on compute capability 9.0 where built, else mma.sync. (float32 has one kernel.) The
-// warp-specialised wgmma kernel runs only when forced until it has been measured (NOTES.md).
+// on compute capability 9.0 where built the warp-specialised wgmma kernel for WgmmaWsHeadDim and
+// at least a wave of 128-row query tiles (below that it lost 2-6% to the cp.async wgmma kernel,
+// NOTES.md), else the cp.async wgmma kernel, else mma.sync. (float32 has one kernel.)
 FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
   const bool wgmma =
       FusedWgmmaBuilt(static_cast<int>(p.head_dim)) && device.cc_major == 9 && device.cc_minor == 0;
@@ -74,7 +75,12 @@ FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
     return FusedPath::kSplitKv;
   }
   if (!wgmma) return FusedPath::kMmaSync;
-  return forced == static_cast<int>(FusedPath::kWgmmaWs) ? FusedPath::kWgmmaWs : FusedPath::kWgmma;
+  if (forced == static_cast<int>(FusedPath::kWgmmaWs)) return FusedPath::kWgmmaWs;
+  if (forced == static_cast<int>(FusedPath::kWgmma)) return FusedPath::kWgmma;
+  const int64_t tiles = (p.q_len + kWgmmaWsBlockM - 1) / kWgmmaWsBlockM * p.num_heads * p.batch;
+  return WgmmaWsHeadDim(static_cast<int>(p.head_dim)) && tiles >= device.multiprocessors
+             ? FusedPath::kWgmmaWs
+             : FusedPath::kWgmma;
 }
 
 bool CompiledHeadDim(int64_t h) { return h <= 256 && FusedHeadDim(static_cast<int>(h)); }

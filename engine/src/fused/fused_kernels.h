@@ -33,7 +33,7 @@ enum class FusedHalfType { kBFloat16, kFloat16 };
 
 // The tensor-core kernel a bf16/fp16 problem runs on: mma.sync (sm_80 and newer: fused_kernel.cuh),
 // warpgroup MMA (sm_90a, H100/H200, WgmmaHeadDim: fused_wgmma.cuh), its warp-specialised form
-// (TMA producer, ping-pong consumers, persistent: fused_wgmma_ws.cuh; problems with kv_lens run
+// (a TMA producer warpgroup and two consumers: fused_wgmma_ws.cuh; problems with kv_lens run
 // kWgmma) or split-KV for short queries (sm_80 and newer: fused_split_kv.cuh).
 enum class FusedPath { kMmaSync, kWgmma, kSplitKv, kWgmmaWs };
 
@@ -73,6 +73,11 @@ constexpr bool FusedHeadDim(int h) {
 // The head dims that have a wgmma kernel (all but 32: its 64-byte rows would leave half of
 // every 128-byte swizzle row empty, and mma.sync serves it well).
 constexpr bool WgmmaHeadDim(int h) { return FusedHeadDim(h) && h != 32; }
+// The head dims whose warp-specialised wgmma kernel the automatic choice takes (measured faster
+// than the cp.async one; H = 256 fits only two stages of 64 keys and was slower: NOTES.md).
+constexpr bool WgmmaWsHeadDim(int h) { return h == 64 || h == 96 || h == 128; }
+// Query rows of a warp-specialised block (two consumer warpgroups of 64).
+constexpr int kWgmmaWsBlockM = 128;
 
 // Whether this build holds the wgmma kernel for `head_dim` (CMake defines ATTN_FUSED_WGMMA when
 // CMAKE_CUDA_ARCHITECTURES names 90a).

@@ -2,21 +2,22 @@
 // FlashAttention-3's schedule on fused_wgmma.cuh's wgmma wrappers and fused_kernel.cuh's mask,
 // online softmax and epilogue.
 //
-// Three warpgroups a block, one block an SM, each block taking work items (a 128-row query tile
-// of one head of one batch element) in turn until none is left (persistent):
+// Three warpgroups a block, one block an SM; a block takes work items (a 128-row query tile of
+// one head of one batch element) in turn: blockIdx.x, then blockIdx.x + gridDim.x, ... (the grid
+// has one block an item unless ATTN_FUSED_WS_PERSISTENT):
 //  - warpgroup 0 produces: one thread issues TMA box copies (tensor maps over Q as (H, heads, T,
 //    B) and K/V as (H, K/V heads, S, B)) of each item's Q and of its K/V tiles into a ring of
 //    kStages stages; the warpgroup gives its registers up (setmaxnreg) to the two consumers;
 //  - warpgroups 1 and 2 consume 64 query rows each. mbarriers: full[s] completes when stage s's
 //    K and V have landed (transaction bytes), empty[s] when the consumers' eight warps are done
-//    with it; q_full and q_empty do the same for Q, so the next item's Q and first K/V tiles load
+//    with it; q_full and q_empty do the same for Q, so a next item's Q and first K/V tiles load
 //    while the consumers finish this item's last tiles and write its output;
 //  - a consumer issues tile j's S = Q K^T, then tile j - 1's O += P V, and runs tile j's softmax
-//    while the tensor cores work through both; the two consumers take turns issuing (named
-//    barriers 1 and 2: ping-pong), so one's softmax runs under the other's GEMMs.
-// Items go out in the order the one-block-per-tile grid of fused_wgmma.cuh has: the query tiles
-// of one (head, batch) last-first (causal: the most keys first), so blocks running at the same
-// time read the same heads' K/V (L2 reuse) and the short causal tiles fill in at the end.
+//    while the tensor cores work through both; where Traits::kPingPong, the two consumers take
+//    turns issuing (named barriers 1 and 2), so one's softmax runs under the other's GEMMs.
+// Items go out in the order of the one-block-per-tile grid of fused_wgmma.cuh: the query tiles of
+// one (head, batch) last-first (causal: the most keys first), so blocks running at the same time
+// read the same heads' K/V (L2 reuse) and the short causal tiles fill in at the end.
 // Problems with kv_lens keep the cp.async kernel (LaunchWgmmaWs returns false): a box reads whole
 // tiles, and V rows past a sequence's length may hold NaN, which 0 * NaN would carry into O.
 #pragma once
@@ -31,24 +32,24 @@
 #include "fused/fused_tensor_maps.h"
 #include "fused/fused_wgmma.cuh"
 
-// Steps of the schedule that bench/fused_variants.sh can switch off, to measure each one's gain.
-// 1: the consumers take turns issuing their GEMMs (ping-pong); 0: each issues when it is ready.
-#ifndef ATTN_FUSED_WS_PINGPONG
-#define ATTN_FUSED_WS_PINGPONG 1
-#endif
-// 1: one block an SM, each taking items until none is left; 0: one block an item.
+// 1: min(items, SMs) blocks, each taking items until none is left (persistent); 0: one block an
+// item. Persistent measured 1-8% slower on the H100 (NOTES.md, 2026-12-05): the hardware's block
+// scheduler balances causal work better than a static stride. Kept for bench/fused_variants.sh.
 #ifndef ATTN_FUSED_WS_PERSISTENT
-#define ATTN_FUSED_WS_PERSISTENT 1
+#define ATTN_FUSED_WS_PERSISTENT 0
 #endif
 
 namespace attn::fused {
 
-template <int kHeadDim_, int kBlockN_, int kStages_>
+template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_>
 struct WgmmaWsTraits {
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = 128;  // two consumer warpgroups of 64 rows
+  static constexpr int kBlockM = kWgmmaWsBlockM;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  // The consumers take turns issuing their GEMMs (named barriers), so one's softmax runs under
+  // the other's; otherwise each issues when it is ready.
+  static constexpr bool kPingPong = kPingPong_;
   static constexpr int kThreads = 384;
   static constexpr int kRegions = (kHeadDim + 63) / 64;  // 128-byte swizzle regions a row
   static constexpr int kQBytes = kBlockM * kRegions * 128;
@@ -165,7 +166,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // Ping-pong: consumer c issues its GEMMs after barrier 1 + c, then lets the other go (2 - c).
   // Consumer 0 goes first in each item: consumer 1 arrives once ahead and skips its last, so
   // every arrival meets a sync.
-  constexpr bool kPingPong = ATTN_FUSED_WS_PINGPONG;
+  constexpr bool kPingPong = Traits::kPingPong;
   const int my_turn = 1 + c, their_turn = 2 - c;
 
   uint32_t it = 0;  // as the producer's
@@ -231,49 +232,48 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-// The tile per head dim (FlashAttention-3's for H = 128 and 256; to be settled by measurement,
-// NOTES.md). The ATTN_FUSED_WS_* macros exist for bench/fused_variants.sh.
-#ifndef ATTN_FUSED_WS_H64_BLOCK_N
-#define ATTN_FUSED_WS_H64_BLOCK_N 128
-#endif
+// The tile per head dim, measured on the H100 (NOTES.md, 2026-12-05): 128-key tiles in three K/V
+// stages. A stage holds K and V until tile j's P V is done, late in tile j + 1's step, so with
+// two stages the next load waited (H = 128: 12-20% slower). Ping-pong gained at H = 64 (+5-9%)
+// and lost 1-4% at H = 96 and 128, where each consumer's own S / P V overlap keeps the tensor
+// cores busy. H = 256 fits only two stages of 64 keys and stays on the cp.async wgmma kernel
+// (WgmmaWsHeadDim). The ATTN_FUSED_WS_* macros exist for bench/fused_variants.sh.
 #ifndef ATTN_FUSED_WS_H64_STAGES
 #define ATTN_FUSED_WS_H64_STAGES 3
 #endif
-#ifndef ATTN_FUSED_WS_H96_BLOCK_N
-#define ATTN_FUSED_WS_H96_BLOCK_N 128
+#ifndef ATTN_FUSED_WS_H64_PINGPONG
+#define ATTN_FUSED_WS_H64_PINGPONG 1
 #endif
-#ifndef ATTN_FUSED_WS_H96_STAGES
-#define ATTN_FUSED_WS_H96_STAGES 2
+#ifndef ATTN_FUSED_WS_H96_PINGPONG
+#define ATTN_FUSED_WS_H96_PINGPONG 0
 #endif
 #ifndef ATTN_FUSED_WS_H128_BLOCK_N
 #define ATTN_FUSED_WS_H128_BLOCK_N 128
 #endif
 #ifndef ATTN_FUSED_WS_H128_STAGES
-#define ATTN_FUSED_WS_H128_STAGES 2
+#define ATTN_FUSED_WS_H128_STAGES 3
 #endif
-#ifndef ATTN_FUSED_WS_H256_BLOCK_N
-#define ATTN_FUSED_WS_H256_BLOCK_N 64
-#endif
-#ifndef ATTN_FUSED_WS_H256_STAGES
-#define ATTN_FUSED_WS_H256_STAGES 2
+#ifndef ATTN_FUSED_WS_H128_PINGPONG
+#define ATTN_FUSED_WS_H128_PINGPONG 0
 #endif
 template <int kHeadDim>
 struct WgmmaWsTileFor;
 template <>
 struct WgmmaWsTileFor<64> {
-  using Traits = WgmmaWsTraits<64, ATTN_FUSED_WS_H64_BLOCK_N, ATTN_FUSED_WS_H64_STAGES>;
+  using Traits = WgmmaWsTraits<64, 128, ATTN_FUSED_WS_H64_STAGES, ATTN_FUSED_WS_H64_PINGPONG>;
 };
 template <>
 struct WgmmaWsTileFor<96> {
-  using Traits = WgmmaWsTraits<96, ATTN_FUSED_WS_H96_BLOCK_N, ATTN_FUSED_WS_H96_STAGES>;
+  using Traits = WgmmaWsTraits<96, 128, 3, ATTN_FUSED_WS_H96_PINGPONG>;
 };
 template <>
 struct WgmmaWsTileFor<128> {
-  using Traits = WgmmaWsTraits<128, ATTN_FUSED_WS_H128_BLOCK_N, ATTN_FUSED_WS_H128_STAGES>;
+  using Traits = WgmmaWsTraits<128, ATTN_FUSED_WS_H128_BLOCK_N, ATTN_FUSED_WS_H128_STAGES,
+                               ATTN_FUSED_WS_H128_PINGPONG>;
 };
 template <>
 struct WgmmaWsTileFor<256> {
-  using Traits = WgmmaWsTraits<256, ATTN_FUSED_WS_H256_BLOCK_N, ATTN_FUSED_WS_H256_STAGES>;
+  using Traits = WgmmaWsTraits<256, 64, 2, false>;
 };
 
 // Runs the warp-specialised kernel and returns true with its launch status in *error, or returns
