@@ -44,6 +44,13 @@ int Stages(const AttentionProblem& p, const DeviceInfo& device) {
   return two <= device.shared_memory_per_block ? 2 : 0;
 }
 
+// What the merge costs a plan of more than one split, in tiles streamed by one SM: the second
+// kernel's launch and its pass over the partial outputs, ~5 us (ncu, H200: 5.8 us at B16 T1 S8192
+// N32 K8 H128) against ~1.1 us for a 64-key H = 128 tile of K and V at an SM's share of the
+// bandwidth. H100, 2026-12-05 (TMA loads): that shape ran 4.8% faster with one split than with
+// the two the model picked without this term.
+constexpr int64_t kMergeTiles = 4;
+
 }  // namespace
 
 bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device) {
@@ -54,8 +61,8 @@ bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device) {
 // 64; the keys (up to the last query when causal) in `splits` ranges of whole tiles, at least two
 // tiles each. Modelled time, in tiles streamed by one lane: the larger of the tiles all blocks
 // stream shared over the lanes and one block's tiles (a split cannot end sooner), plus one tile
-// of start and merge for each wave of blocks; the cheapest split wins, the fewest splits on a
-// tie (less to merge). With kv_lens only the keys within each length count, so a ragged batch
+// of start for each wave of blocks and kMergeTiles where there is a merge; the cheapest split
+// wins, the fewest splits on a tie. With kv_lens only the keys within each length count, so a ragged batch
 // gets the splits its longest sequences need. Lanes: the SMs for blocks of one row slice, whose
 // time is the SM's share of memory bandwidth (H200, 2026-12-04: B16 T1 S8192 at 1 or 2 splits
 // 0.143-0.147 ms, 4 splits 0.149, 6 0.152; B1 S32768 at 16 splits 0.050, 32 0.053, 64 0.071); the
@@ -101,7 +108,8 @@ FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   for (int64_t splits = 1; splits <= most_splits; splits += std::max<int64_t>(1, splits / 8)) {
     const int64_t per_split = (tiles + splits - 1) / splits;
     const int64_t waves = (working_blocks(per_split) + lanes - 1) / lanes;
-    const int64_t cost = std::max((work + lanes - 1) / lanes, per_split) + waves;
+    const int64_t cost = std::max((work + lanes - 1) / lanes, per_split) + waves +
+                         (per_split < tiles ? kMergeTiles : 0);
     if (cost < best_cost) best_cost = cost, best_tiles = per_split;
   }
   plan.split_keys = static_cast<int>(best_tiles * kSplitKvTileKeys);
