@@ -62,11 +62,12 @@ bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device) {
 // tiles each. Modelled time, in tiles streamed by one lane: the larger of the tiles all blocks
 // stream shared over the lanes and one block's tiles (a split cannot end sooner), plus one tile
 // of start for each wave of blocks and kMergeTiles where there is a merge; the cheapest split
-// wins, the fewest splits on a tie. With kv_lens only the keys within each length count, so a ragged batch
-// gets the splits its longest sequences need. Lanes: the SMs for blocks of one row slice, whose
-// time is the SM's share of memory bandwidth (H200, 2026-12-04: B16 T1 S8192 at 1 or 2 splits
-// 0.143-0.147 ms, 4 splits 0.149, 6 0.152; B1 S32768 at 16 splits 0.050, 32 0.053, 64 0.071); the
-// resident block slots for larger slices, whose compute the second block of an SM hides.
+// wins, the fewest splits on a tie. With kv_lens only the keys within each length count, so a
+// ragged batch gets the splits its longest sequences need. Lanes: the SMs for blocks of one row
+// slice, whose time is the SM's share of memory bandwidth (H200, 2026-12-04: B16 T1 S8192 at 1 or 2
+// splits 0.143-0.147 ms, 4 splits 0.149, 6 0.152; B1 S32768 at 16 splits 0.050, 32 0.053, 64
+// 0.071); the resident block slots for larger slices, whose compute the second block of an SM
+// hides.
 FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   FusedSplitKv plan;
   plan.row_tiles = RowTiles(p);
