@@ -93,6 +93,19 @@ std::string CompiledHeadDims() {
 #undef ATTN_FUSED_LIST
   return list;
 }
+// Whether `p` runs the warp-specialised kernel with a tile counter in the workspace.
+bool UsesTileCounter(const AttentionProblem& p, FusedPath path) {
+  if (path != FusedPath::kWgmmaWs) return false;
+  switch (p.head_dim) {
+#define ATTN_FUSED_COUNTER(H) \
+  case H:                     \
+    return FusedWgmmaWsTakesTileCounter<H>();
+    ATTN_FUSED_HEAD_DIMS(ATTN_FUSED_COUNTER)
+#undef ATTN_FUSED_COUNTER
+  }
+  return false;
+}
+
 // The tensor-core kernel copies 16-byte chunks (cp.async): every row start must be 16-byte
 // aligned, so the base and the batch, row and head strides too (8 half elements).
 absl::Status CheckHalfAlignment(const TensorView& t, const char* name) {
@@ -144,11 +157,14 @@ class FusedBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  // Zero but for split-KV runs of more than one split (its partial outputs).
+  // Zero but for split-KV runs of more than one split (its partial outputs) and builds whose
+  // warp-specialised kernel takes a tile counter.
   absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext& context,
                                          const RunOptions& options = {}) const override {
     const AttentionProblem& whole = options.whole_call != nullptr ? *options.whole_call : p;
-    if (PathFor(whole, context.info()) != FusedPath::kSplitKv) return 0;
+    const FusedPath path = PathFor(whole, context.info());
+    if (UsesTileCounter(p, path)) return kWgmmaWsWorkspaceBytes;
+    if (path != FusedPath::kSplitKv) return 0;
     return SplitKvWorkspaceBytes(PlanSplitKvPiece(p, whole, context.info()), p);
   }
 
@@ -212,6 +228,15 @@ class FusedBackend final : public Backend {
         plan.partial_out = static_cast<float*>(args.workspace);
         plan.partial_lse = plan.partial_out + SplitKvPartialRows(plan, p) * p.head_dim;
       }
+    }
+    if (UsesTileCounter(p, path)) {
+      if (args.workspace_bytes < kWgmmaWsWorkspaceBytes) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "fused: the warp-specialised kernel needs %d bytes of workspace (WorkspaceBytes); got "
+            "%d",
+            kWgmmaWsWorkspaceBytes, args.workspace_bytes));
+      }
+      fp.tile_counter = static_cast<int32_t*>(args.workspace);
     }
     switch (p.head_dim) {
 #define ATTN_FUSED_CASE(H)                                                 \

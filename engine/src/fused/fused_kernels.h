@@ -27,6 +27,9 @@ struct FusedParams {
   const int32_t* kv_lens;
   float scale_log2;  // softmax scale * log2(e): scores go through exp2f
   bool causal;       // top-left aligned: query t sees keys s <= t
+  // The warp-specialised kernel's tile counter (kWgmmaWsWorkspaceBytes of workspace; its launch
+  // zeroes it), or null: see ATTN_FUSED_WS_PERSISTENT in fused_wgmma_ws.cuh.
+  int32_t* tile_counter;
 };
 
 enum class FusedHalfType { kBFloat16, kFloat16 };
@@ -76,8 +79,10 @@ constexpr bool WgmmaHeadDim(int h) { return FusedHeadDim(h) && h != 32; }
 // The head dims whose warp-specialised wgmma kernel the automatic choice takes (measured faster
 // than the cp.async one; H = 256 fits only two stages of 64 keys and was slower: NOTES.md).
 constexpr bool WgmmaWsHeadDim(int h) { return h == 64 || h == 96 || h == 128; }
-// Query rows of a warp-specialised block (two consumer warpgroups of 64).
+// Query rows of a warp-specialised block (two consumer warpgroups of 64), and its workspace (a
+// tile counter, 16 bytes to keep what follows aligned).
 constexpr int kWgmmaWsBlockM = 128;
+constexpr int64_t kWgmmaWsWorkspaceBytes = 16;
 
 // Whether this build holds the wgmma kernel for `head_dim` (CMake defines ATTN_FUSED_WGMMA when
 // CMAKE_CUDA_ARCHITECTURES names 90a).
@@ -105,13 +110,19 @@ template <int kHeadDim>
 cudaError_t LaunchFusedSplitKv(const FusedParams& params, const FusedSplitKv& plan,
                                FusedHalfType type, cudaStream_t stream);
 
+// Whether this build's warp-specialised kernel for `kHeadDim` takes its items from a tile
+// counter (FusedParams::tile_counter, kWgmmaWsWorkspaceBytes of workspace).
+template <int kHeadDim>
+bool FusedWgmmaWsTakesTileCounter();
+
 // The compiled head dims, one fused_hdim<H>.cu each.
 #define ATTN_FUSED_DECLARE(H)                                                                  \
   extern template cudaError_t LaunchFusedHalf<H>(const FusedParams&, FusedHalfType, FusedPath, \
                                                  cudaStream_t);                                \
   extern template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);           \
   extern template cudaError_t LaunchFusedSplitKv<H>(const FusedParams&, const FusedSplitKv&,   \
-                                                    FusedHalfType, cudaStream_t);
+                                                    FusedHalfType, cudaStream_t);              \
+  extern template bool FusedWgmmaWsTakesTileCounter<H>();
 ATTN_FUSED_HEAD_DIMS(ATTN_FUSED_DECLARE)
 #undef ATTN_FUSED_DECLARE
 

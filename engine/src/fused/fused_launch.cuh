@@ -52,6 +52,15 @@ cudaError_t LaunchFusedSplitKv(const FusedParams& p, const FusedSplitKv& plan, F
              : fused::LaunchSplitKv<kHeadDim, __half>(p, plan, stream);
 }
 
+template <int kHeadDim>
+bool FusedWgmmaWsTakesTileCounter() {
+#if defined(ATTN_FUSED_WGMMA)
+  return WgmmaHeadDim(kHeadDim) && ATTN_FUSED_WS_PERSISTENT == 2;
+#else
+  return false;
+#endif
+}
+
 }  // namespace attn
 
 // One head dim's instantiations: each fused_hdim<H>.cu holds exactly this line.
@@ -62,4 +71,5 @@ cudaError_t LaunchFusedSplitKv(const FusedParams& p, const FusedSplitKv& plan, F
   template cudaError_t LaunchFusedFloat<H>(const FusedParams&, cudaStream_t);           \
   template cudaError_t LaunchFusedSplitKv<H>(const FusedParams&, const FusedSplitKv&,   \
                                              FusedHalfType, cudaStream_t);              \
+  template bool FusedWgmmaWsTakesTileCounter<H>();                                      \
   }

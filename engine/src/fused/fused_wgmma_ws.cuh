@@ -3,8 +3,8 @@
 // online softmax and epilogue.
 //
 // Three warpgroups a block, one block an SM; a block takes work items (a 128-row query tile of
-// one head of one batch element) in turn: blockIdx.x, then blockIdx.x + gridDim.x, ... (the grid
-// has one block an item unless ATTN_FUSED_WS_PERSISTENT):
+// one head of one batch element) in turn, as ATTN_FUSED_WS_PERSISTENT says (by default the grid
+// has one block an item):
 //  - warpgroup 0 produces: one thread issues TMA box copies (tensor maps over Q as (H, heads, T,
 //    B) and K/V as (H, K/V heads, S, B)) of each item's Q and of its K/V tiles into a ring of
 //    kStages stages; the warpgroup gives its registers up (setmaxnreg) to the two consumers;
@@ -32,9 +32,12 @@
 #include "fused/fused_tensor_maps.h"
 #include "fused/fused_wgmma.cuh"
 
-// 1: min(items, SMs) blocks, each taking items until none is left (persistent); 0: one block an
-// item. Persistent measured 1-8% slower on the H100 (NOTES.md, 2026-12-05): the hardware's block
-// scheduler balances causal work better than a static stride. Kept for bench/fused_variants.sh.
+// Which items a block takes. 0: one block an item. 1: min(items, SMs) blocks, block b taking b,
+// b + grid, ... (persistent, static: 1-8% slower on the H100 for causal, NOTES.md 2026-12-05,
+// as the hardware's block scheduler balances the uneven causal tiles better). 2: min(items, SMs)
+// blocks, each taking the next unclaimed item from a counter in the workspace
+// (FusedParams::tile_counter) when it is done with one (persistent, dynamic; not yet measured).
+// 1 and 2 load an item's Q and first K/V tiles under the last one's final tiles and epilogue.
 #ifndef ATTN_FUSED_WS_PERSISTENT
 #define ATTN_FUSED_WS_PERSISTENT 0
 #endif
@@ -127,14 +130,32 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   __syncthreads();  // the barriers are set up; no block-wide barrier after this point
 
+  // One item a block (ATTN_FUSED_WS_PERSISTENT 0): blockIdx.x. Otherwise the producer picks each
+  // item and hands its number to the consumers in s_item: written before the arrival that
+  // completes q_full's phase, read by the consumers once it has completed, rewritten only after
+  // q_empty says both consumers are past it. A number >= items (with a plain arrival) ends the
+  // block.
+  constexpr bool kSeveralItems = ATTN_FUSED_WS_PERSISTENT != 0;
+  __shared__ int64_t s_item;
   if (wg == 0) {  // the producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegisters));
     if (tid != 0) return;
     uint32_t it = 0;  // K/V tiles loaded so far, over all items: the ring's position
-    int local = 0;
-    for (int64_t w = blockIdx.x; w < items; w += gridDim.x, ++local) {
+    int64_t w = blockIdx.x;
+    for (int local = 0;; ++local) {
+      if (local > 0) {
+        if (!kSeveralItems) return;
+        tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done, s_item read
+        // Dynamic: the next unclaimed item (the counter starts at 0 each launch, and the first
+        // gridDim.x items went to the blocks in order); static: a grid's stride on.
+        w = p.tile_counter != nullptr ? gridDim.x + atomicAdd(p.tile_counter, 1) : w + gridDim.x;
+      }
+      if (kSeveralItems) s_item = w;
+      if (w >= items) {
+        tma::MbarrierArrive(q_full);
+        return;
+      }
       const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w);
-      if (local > 0) tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done
       tma::MbarrierArriveExpectTx(q_full, Traits::kQBytes);
 #pragma unroll
       for (int r = 0; r < Traits::kRegions; ++r) {
@@ -156,7 +177,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         }
       }
     }
-    return;
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegisters));
@@ -170,8 +190,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int my_turn = 1 + c, their_turn = 2 - c;
 
   uint32_t it = 0;  // as the producer's
-  int local = 0;
-  for (int64_t w = blockIdx.x; w < items; w += gridDim.x, ++local) {
+  for (int local = 0; kSeveralItems || local == 0; ++local) {
+    tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
+    const int64_t w = kSeveralItems ? s_item : blockIdx.x;
+    if (w >= items) break;
     const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w);
     const int q0 = item.q0, n_tiles = item.n_tiles;
     float o[kOBlocks][4];
@@ -181,8 +203,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     uint32_t pa[kBlockN / 16][4];  // P of the tile before, waiting for its P V
 
     if (kPingPong && c == 1 && n_tiles > 0) NamedBarrierArrive(1, 256);
-    tma::MbarrierWait(q_full, local % 2);
-    if (n_tiles == 0 && lane == 0) tma::MbarrierArrive(q_empty);
+    if (n_tiles == 0) {
+      __syncwarp();  // every lane has read s_item
+      if (lane == 0) tma::MbarrierArrive(q_empty);
+    }
     // Tile j (ring position it + j): S = Q K^T issued, with tile j - 1's P V behind it where
     // kWithPv, awaited, masked and turned into P; O rescaled once that P V is in.
     auto step = [&](int j, auto with_pv) {
@@ -295,7 +319,9 @@ bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error
   const int64_t items =
       static_cast<int64_t>((p.q_len + Traits::kBlockM - 1) / Traits::kBlockM) * p.heads * p.batch;
   int64_t blocks = std::min<int64_t>(items, INT_MAX);
-  if (ATTN_FUSED_WS_PERSISTENT) {
+  FusedParams params = p;
+  params.tile_counter = nullptr;  // static order unless the dynamic scheduler runs
+  if (ATTN_FUSED_WS_PERSISTENT == 1 || (ATTN_FUSED_WS_PERSISTENT == 2 && p.tile_counter)) {
     int device = 0, sms = 0;
     *error = cudaGetDevice(&device);
     if (*error == cudaSuccess) {
@@ -303,9 +329,14 @@ bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error
     }
     if (*error != cudaSuccess) return true;
     blocks = std::min<int64_t>(items, sms);
+    if (ATTN_FUSED_WS_PERSISTENT == 2) {
+      params.tile_counter = p.tile_counter;
+      *error = cudaMemsetAsync(params.tile_counter, 0, sizeof(int32_t), stream);
+      if (*error != cudaSuccess) return true;
+    }
   }
-  kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(p, maps,
-                                                                                          items);
+  kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(
+      params, maps, items);
   *error = cudaGetLastError();
   return true;
 }
