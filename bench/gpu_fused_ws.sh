@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Device calls for the warp-specialised wgmma kernel (issue 23, fused_wgmma_ws.cuh): its tests and
-# compute-sanitizer (call 1), then the ladder (call 2): the wgmma kernel of before, the
+# One device call for the warp-specialised wgmma kernel (issue 23, fused_wgmma_ws.cuh): its tests
+# and compute-sanitizer, then the ladder: the cp.async wgmma kernel, the
 # warp-specialised one, its variants with one step switched off (bundled as
 # bin/attn-bench-ws-<name>, built by bench/fused_variants.sh), our cudnn and PyTorch SDPA's flash
 # and cuDNN backends on the judged shapes, and ncu's tensor-pipe reading of both kernels.
 #   bash bench/gpu_fused_ws.sh [tests] [sanitize] [bench] [variants] [ncu]
-#   call 1: tests sanitize      call 2: bench variants ncu
+#   (default: tests sanitize; all five took 130 s on an H100, 2026-12-05)
 # ATTN_TEST_FILTER and ATTN_TEST_TIMEOUT (seconds) narrow the tests step.
 # carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench
-#   .gpu-var/attn-bench-ws-*). Logs under $OUT; a short table on stdout.
+#   .gpu-var/attn-bench-ws-* .gpu-var/attn_engine_tests-ws-*). Logs under $OUT (only 8 files
+#   come back: the step logs first). E.g. the dynamic tile scheduler's variant, tests included:
+#   bash bench/fused_variants.sh build .gpu-var --tests 'ws-dyn:128:-DATTN_FUSED_WS_PERSISTENT=2'
+# The sanitize step's persistent run uses attn-bench; run it on a variant's binary by hand.
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
 g=${ATTN_GPU_BUNDLE:-.gpu}
@@ -19,16 +22,20 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 if has tests; then
   echo "== fused (every kernel, wgmma_ws among them), registry, kv_lens and pieces tests"
-  timeout "${ATTN_TEST_TIMEOUT:-420}" stdbuf -oL -eL $g/run attn_engine_tests \
-    --gtest_filter="${ATTN_TEST_FILTER:-*Fused*:Registry*:*KvLens*:*GpuPieces*}" --gtest_brief=1 \
-    > "$out/tests.log" 2>&1
-  echo "exit code $? (124: timed out; a hang in a kernel shows as that)"
-  grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/tests.log"
-  grep -B2 -A8 'Failure' "$out/tests.log" | head -60
+  echo "   (bin/attn_engine_tests-<variant>: a variant's build, from fused_variants.sh --tests)"
+  for bin in $g/bin/attn_engine_tests*; do
+    t=${bin##*/}
+    timeout "${ATTN_TEST_TIMEOUT:-420}" stdbuf -oL -eL $g/run $t \
+      --gtest_filter="${ATTN_TEST_FILTER:-*Fused*:Registry*:*KvLens*:*GpuPieces*}" --gtest_brief=1 \
+      > "$out/$t.log" 2>&1
+    echo "$t exit code $? (124: timed out; a hang in a kernel shows as that)"
+    grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/$t.log"
+    grep -B2 -A8 'Failure' "$out/$t.log" | head -60
+  done
 fi
 
 if has sanitize; then
-  echo "== compute-sanitizer: small problems on every kernel, then a persistent run of several items a block"
+  echo "== compute-sanitizer: small problems on every kernel, then a forced-WS run of 512 items"
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   small='*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:*FusedVersusReference*B2_T64_S256*:FusedBackend.ReadsStridedKv*'
   for tool in memcheck racecheck synccheck; do
@@ -37,13 +44,13 @@ if has sanitize; then
     echo "$tool exit code $?"
     grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
   done
-  # B8 T1000 N8 H128: 512 items on 132 SMs, causal lengths differing (the kernel forced alone).
+  # B8 T1000 N8 H128: 512 items, more than the SMs, causal lengths differing (WS forced).
   for tool in memcheck synccheck; do
     ATTN_FUSED_KERNEL=wgmma_ws timeout 120 $g/run "$cs" --tool $tool --error-exitcode 3 attn-bench \
       --backend=fused --dtypes=bfloat16 --batch=8 --heads=8 --kv_heads=2 --head_dim=128 --seq_lens=1000 \
-      --causal --warmup=0 --repeats=1 > "$out/$tool-persistent.log" 2>&1
-    echo "$tool (persistent, attn-bench) exit code $?"
-    grep -E 'SUMMARY' "$out/$tool-persistent.log" | head -2
+      --causal --warmup=0 --repeats=1 > "$out/$tool-items.log" 2>&1
+    echo "$tool (512 items, attn-bench) exit code $?"
+    grep -E 'SUMMARY' "$out/$tool-items.log" | head -2
   done
 fi
 
