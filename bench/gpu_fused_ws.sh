@@ -11,7 +11,7 @@
 #   .gpu-var/attn-bench-ws-* .gpu-var/attn_engine_tests-ws-*). Logs under $OUT (only 8 files
 #   come back: the step logs first). E.g. the dynamic tile scheduler's variant, tests included:
 #   bash bench/fused_variants.sh build .gpu-var --tests 'ws-dyn:128:-DATTN_FUSED_WS_PERSISTENT=2'
-# The sanitize step's persistent run uses attn-bench; run it on a variant's binary by hand.
+# The sanitize step's 512-item run uses attn-bench; run it on a variant's binary by hand.
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
 g=${ATTN_GPU_BUNDLE:-.gpu}
