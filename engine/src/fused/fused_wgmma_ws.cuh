@@ -141,14 +141,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegisters));
     if (tid != 0) return;
     uint32_t it = 0;  // K/V tiles loaded so far, over all items: the ring's position
-    int64_t w = blockIdx.x;
+    int64_t w = blockIdx.x, claimed = 0;
     for (int local = 0;; ++local) {
       if (local > 0) {
         if (!kSeveralItems) return;
         tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done, s_item read
-        // Dynamic: the next unclaimed item (the counter starts at 0 each launch, and the first
-        // gridDim.x items went to the blocks in order); static: a grid's stride on.
-        w = p.tile_counter != nullptr ? gridDim.x + atomicAdd(p.tile_counter, 1) : w + gridDim.x;
+        w = p.tile_counter != nullptr ? claimed : w + gridDim.x;
       }
       if (kSeveralItems) s_item = w;
       if (w >= items) {
@@ -161,6 +159,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       for (int r = 0; r < Traits::kRegions; ++r) {
         tma::TmaLoad4d(s_q + r * kBlockM * 128, &maps.q, q_full, r * 64, item.head, item.q0,
                        item.batch);
+      }
+      // Dynamic: claim the next item now, its atomic's latency under this item's tiles (the
+      // counter starts at 0 each launch; the first gridDim.x items went to the blocks in order).
+      if (kSeveralItems && p.tile_counter != nullptr) {
+        claimed = gridDim.x + atomicAdd(p.tile_counter, 1);
       }
       const int kv_head = item.head / p.group;
       for (int j = 0; j < item.n_tiles; ++j, ++it) {
