@@ -202,8 +202,9 @@ const Shape kLargeShapes[] = {
     {2, 1536, 1536, 4, 1, 128},
     {1, 2000, 3000, 4, 2, 64},
     {1, 1100, 1100, 2, 2, 256},
-    // More query tiles than an H100/H200 has SMs (512 and 384): the persistent warp-specialised
-    // kernel's blocks take several items each, of different lengths when causal.
+    // More query tiles than an H100/H200 has SMs (512 and 384): the warp-specialised kernel is the
+    // automatic choice, and its persistent builds' blocks take several items each, of different
+    // lengths when causal.
     {8, 1000, 1000, 8, 2, 128},
     {4, 700, 900, 16, 4, 96},
 };

@@ -295,13 +295,20 @@ struct QueryTile {
   const T* k;
   const T* v;
 };
+// The kBlockN-key tiles the query tile from row q0 streams: all kv_len keys, or (causal) those
+// up to its last row.
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ int KeyTiles(const FusedParams& p, int q0, int kv_len) {
+  const int kv_end = p.causal ? min(kv_len, q0 + kBlockM) : kv_len;
+  return (kv_end + kBlockN - 1) / kBlockN;
+}
 template <typename T, int kBlockM, int kBlockN>
 __device__ __forceinline__ QueryTile<T> TileOfBlock(const FusedParams& p) {
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;
   const HeadSlices<T> in = SliceHead<T>(p, blockIdx.z, blockIdx.y);
   const int kv_len = KvLength(p, blockIdx.z);
-  const int kv_end = p.causal ? min(kv_len, q0 + kBlockM) : kv_len;
-  return {q0, (kv_end + kBlockN - 1) / kBlockN, kv_len, in.q + q0 * p.q_row_stride, in.k, in.v};
+  return {q0,  KeyTiles<kBlockM, kBlockN>(p, q0, kv_len), kv_len, in.q + q0 * p.q_row_stride, in.k,
+          in.v};
 }
 
 // Copies kRows rows of kChunks 16-byte chunks (row stride `stride` elements) with kThreads

@@ -327,21 +327,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
 
     // O += P V, 16 keys per wgmma; P's accumulator layout is wgmma's register-A layout.
     uint32_t pa[kBlockN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      pa[kk][0] = HalfOps<T>::Pack(s[2 * kk][0], s[2 * kk][1]);
-      pa[kk][1] = HalfOps<T>::Pack(s[2 * kk][2], s[2 * kk][3]);
-      pa[kk][2] = HalfOps<T>::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[kk][3] = HalfOps<T>::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
-    WgmmaFence();
-    FenceRegisters(Flat(o));
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint64_t b_desc = SwizzledDescriptor(s_v + buffer + kk * 16 * 128, kBlockN * 128, 1024);
-      WgmmaRS<kHeadDim, T>(Flat(o), pa[kk], b_desc);
-    }
-    WgmmaCommit();
+    PackProbabilities<T>(pa, s);
+    IssuePv<kHeadDim, kBlockN, T>(o, pa, s_v + buffer);
     CpAsyncWait<0>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     WgmmaWait<0>();

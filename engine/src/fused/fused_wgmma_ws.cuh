@@ -95,8 +95,7 @@ __device__ __forceinline__ WsItem WsItemAt(const FusedParams& p, int64_t w) {
   item.q0 = (m_blocks - 1 - static_cast<int>(w % m_blocks)) * kBlockM;
   item.head = static_cast<int>(head_batch % p.heads);
   item.batch = static_cast<int>(head_batch / p.heads);
-  const int kv_end = p.causal ? min(p.kv_len, item.q0 + kBlockM) : p.kv_len;
-  item.n_tiles = (kv_end + kBlockN - 1) / kBlockN;
+  item.n_tiles = KeyTiles<kBlockM, kBlockN>(p, item.q0, p.kv_len);
   return item;
 }
 
