@@ -132,6 +132,13 @@ TEST(SplitKvPlan, TmaOnHopperForWholeSwizzleRegions) {
   }
 }
 
+TEST(SplitKvPlan, DependentMergeLaunchOnHopperOnly) {
+  // Programmatic dependent launch needs compute capability 9.0; the L4 (8.9) launches the merge
+  // after the split kernel as a plain stream successor.
+  EXPECT_TRUE(PlanSplitKv(Decode(1, 1, 32768), kH200).dependent_merge);
+  EXPECT_FALSE(PlanSplitKv(Decode(1, 1, 32768), FakeGpu(8, 9)).dependent_merge);
+}
+
 TEST(SplitKvPlan, WorkspaceHoldsEachSplitsRowsOrNothing) {
   const AttentionProblem one = Decode(16, 1, 8192, /*causal=*/true);
   EXPECT_EQ(SplitKvWorkspaceBytes(PlanSplitKv(one, kH200), one), 0);

@@ -48,6 +48,9 @@ struct FusedSplitKv {
   int split_keys = 0;  // keys per range: a multiple of kSplitKvTileKeys
   int stages = 2;      // K/V tile pairs in shared memory: 2 or 3 (split_kv_plan.cc)
   bool tma = false;    // K/V through TMA bulk tensor copies (compute capability 9.0+, H % 64 == 0)
+  // The merge kernel launched as a programmatic dependent of the split kernel (compute capability
+  // 9.0+): it starts while the split kernel's last blocks run and waits for their memory.
+  bool dependent_merge = false;
   // splits > 1: (B, K, row_groups, splits, 16 * row_tiles) rows of normalised partial O (H
   // floats each) and their log2-sum-exp, which a second kernel merges.
   float* partial_out = nullptr;

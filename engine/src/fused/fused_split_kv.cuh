@@ -30,13 +30,6 @@
 #include "fused/fused_kernel.cuh"
 #include "fused/fused_tensor_maps.h"
 
-// 1: the merge kernel launched as a programmatic dependent of the split kernel (sm_90 and newer:
-// it starts while the split kernel runs and waits for its memory), 1-4% faster where a merge
-// runs on the H100 (NOTES.md, 2026-12-05); 0 until its tests have run on a device.
-#ifndef ATTN_SPLIT_KV_PDL
-#define ATTN_SPLIT_KV_PDL 0
-#endif
-
 namespace attn::fused {
 
 // K and V for the TMA loads (plan.tma): dims (H, K/V heads, S, B), boxes of 64 columns (one
@@ -83,8 +76,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
   constexpr int kChunks = Traits::kChunks, kThreads = Traits::kThreads;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-#if ATTN_SPLIT_KV_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The merge kernel may launch now; it waits (griddepcontrol.wait) for this grid's memory.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The merge kernel (plan.dependent_merge) may launch now; it waits (griddepcontrol.wait) for
+  // this grid's memory. 1-4% faster where a merge runs on the H100 (NOTES.md, 2026-12-05).
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
   const int row_tiles = plan.row_tiles, key_slices = Traits::kWarps / row_tiles;
@@ -311,8 +305,9 @@ template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(128)
     SplitKvCombineKernel(const FusedParams p, const FusedSplitKv plan) {
   constexpr int kPerLane = kHeadDim / 32;
-#if ATTN_SPLIT_KV_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the split kernel's partials are in
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The split kernel's partials are in (a no-op unless launched as its programmatic dependent).
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
   const int lane = threadIdx.x % 32;
   const int rows = p.q_len * p.group, kv_heads = p.heads / p.group;
@@ -397,7 +392,7 @@ cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, cudaSt
     dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     dependent.val.programmaticStreamSerializationAllowed = 1;
     config.attrs = &dependent;
-    config.numAttrs = ATTN_SPLIT_KV_PDL ? 1 : 0;
+    config.numAttrs = plan.dependent_merge ? 1 : 0;
     if (cudaError_t e = cudaLaunchKernelEx(&config, SplitKvCombineKernel<kHeadDim, T>, p, plan);
         e != cudaSuccess) {
       return e;

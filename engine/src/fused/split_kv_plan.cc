@@ -74,6 +74,7 @@ FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   plan.row_groups = RowGroups(p, plan.row_tiles);
   plan.stages = Stages(p, device);
   plan.tma = device.cc_major >= 9 && p.head_dim % 64 == 0;
+  plan.dependent_merge = device.cc_major >= 9;
   const int multiprocessors = device.multiprocessors;
   // Keys the last query sees (top-left causal), the most any block streams.
   const int64_t kv_end = VisibleKeys(p.kv_len, p.q_len - 1, p.causal);
