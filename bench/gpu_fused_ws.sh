@@ -9,8 +9,8 @@
 # ATTN_TEST_FILTER and ATTN_TEST_TIMEOUT (seconds) narrow the tests step.
 # carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench
 #   .gpu-var/attn-bench-ws-* .gpu-var/attn_engine_tests-ws-*). Logs under $OUT (only 8 files
-#   come back: the step logs first). E.g. the dynamic tile scheduler's variant, tests included:
-#   bash bench/fused_variants.sh build .gpu-var --tests 'ws-dyn:128:-DATTN_FUSED_WS_PERSISTENT=2'
+#   come back: the step logs first). E.g. one block an item instead of the dynamic scheduler,
+#   tests included: bash bench/fused_variants.sh build .gpu-var --tests 'ws-static:128:-DATTN_FUSED_WS_DYNAMIC=0'
 # The sanitize step's 512-item run uses attn-bench; run it on a variant's binary by hand.
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}

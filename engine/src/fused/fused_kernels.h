@@ -28,7 +28,7 @@ struct FusedParams {
   float scale_log2;  // softmax scale * log2(e): scores go through exp2f
   bool causal;       // top-left aligned: query t sees keys s <= t
   // The warp-specialised kernel's tile counter (kWgmmaWsWorkspaceBytes of workspace; its launch
-  // zeroes it), or null: see ATTN_FUSED_WS_PERSISTENT in fused_wgmma_ws.cuh.
+  // zeroes it) where its tile takes items dynamically (FusedWgmmaWsTakesTileCounter), or null.
   int32_t* tile_counter;
 };
 

@@ -55,10 +55,11 @@ cudaError_t LaunchFusedSplitKv(const FusedParams& p, const FusedSplitKv& plan, F
 template <int kHeadDim>
 bool FusedWgmmaWsTakesTileCounter() {
 #if defined(ATTN_FUSED_WGMMA)
-  return WgmmaHeadDim(kHeadDim) && ATTN_FUSED_WS_PERSISTENT == 2;
-#else
-  return false;
+  if constexpr (WgmmaHeadDim(kHeadDim)) {
+    return fused::WgmmaWsTileFor<kHeadDim>::Traits::kDynamic;
+  }
 #endif
+  return false;
 }
 
 }  // namespace attn

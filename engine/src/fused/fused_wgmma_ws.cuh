@@ -3,8 +3,9 @@
 // online softmax and epilogue.
 //
 // Three warpgroups a block, one block an SM; a block takes work items (a 128-row query tile of
-// one head of one batch element) in turn, as ATTN_FUSED_WS_PERSISTENT says (by default the grid
-// has one block an item):
+// one head of one batch element) one after another where Traits::kDynamic (a grid of one block an
+// SM, each claiming its next item from a counter when its producer has this one's Q under way),
+// otherwise one item (a grid of one block an item):
 //  - warpgroup 0 produces: one thread issues TMA box copies (tensor maps over Q as (H, heads, T,
 //    B) and K/V as (H, K/V heads, S, B)) of each item's Q and of its K/V tiles into a ring of
 //    kStages stages; the warpgroup gives its registers up (setmaxnreg) to the two consumers;
@@ -13,8 +14,7 @@
 //    with it; q_full and q_empty do the same for Q, so a next item's Q and first K/V tiles load
 //    while the consumers finish this item's last tiles and write its output;
 //  - a consumer issues tile j's S = Q K^T, then tile j - 1's O += P V, and runs tile j's softmax
-//    while the tensor cores work through both; where Traits::kPingPong, the two consumers take
-//    turns issuing (named barriers 1 and 2), so one's softmax runs under the other's GEMMs.
+//    while the tensor cores work through both (and through the other consumer's GEMMs).
 // Items go out in the order of the one-block-per-tile grid of fused_wgmma.cuh: the query tiles of
 // one (head, batch) last-first (causal: the most keys first), so blocks running at the same time
 // read the same heads' K/V (L2 reuse) and the short causal tiles fill in at the end.
@@ -32,27 +32,18 @@
 #include "fused/fused_tensor_maps.h"
 #include "fused/fused_wgmma.cuh"
 
-// Which items a block takes. 0: one block an item. 1: min(items, SMs) blocks, block b taking b,
-// b + grid, ... (persistent, static: 1-8% slower on the H100 for causal, NOTES.md 2026-12-05,
-// as the hardware's block scheduler balances the uneven causal tiles better). 2: min(items, SMs)
-// blocks, each taking the next unclaimed item from a counter in the workspace
-// (FusedParams::tile_counter) when it is done with one (persistent, dynamic; not yet measured).
-// 1 and 2 load an item's Q and first K/V tiles under the last one's final tiles and epilogue.
-#ifndef ATTN_FUSED_WS_PERSISTENT
-#define ATTN_FUSED_WS_PERSISTENT 0
-#endif
-
 namespace attn::fused {
 
-template <int kHeadDim_, int kBlockN_, int kStages_, bool kPingPong_>
+template <int kHeadDim_, int kBlockN_, int kStages_, bool kDynamic_>
 struct WgmmaWsTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kWgmmaWsBlockM;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  // The consumers take turns issuing their GEMMs (named barriers), so one's softmax runs under
-  // the other's; otherwise each issues when it is ready.
-  static constexpr bool kPingPong = kPingPong_;
+  // Persistent blocks, one an SM, claim items from FusedParams::tile_counter as they go (the
+  // next item's Q and K/V load under this one's last tiles and epilogue); otherwise the grid has
+  // a block an item.
+  static constexpr bool kDynamic = kDynamic_;
   static constexpr int kThreads = 384;
   static constexpr int kRegions = (kHeadDim + 63) / 64;  // 128-byte swizzle regions a row
   static constexpr int kQBytes = kBlockM * kRegions * 128;
@@ -73,15 +64,6 @@ struct WgmmaWsMaps {
 // 2 * 128 * 240 + 128 * 24 fits the SM's 64 Ki.
 constexpr int kWsProducerRegisters = 24;
 constexpr int kWsConsumerRegisters = 240;
-
-// `threads` threads (warps whole) meet at hardware barrier `id` (1..15; 0 is __syncthreads):
-// Sync waits for all of them, Arrive counts itself and goes on.
-__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 // Work item w: its query tile, head, batch element and K/V tiles (up to the causal limit).
 struct WsItem {
@@ -129,12 +111,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   __syncthreads();  // the barriers are set up; no block-wide barrier after this point
 
-  // One item a block (ATTN_FUSED_WS_PERSISTENT 0): blockIdx.x. Otherwise the producer picks each
-  // item and hands its number to the consumers in s_item: written before the arrival that
-  // completes q_full's phase, read by the consumers once it has completed, rewritten only after
-  // q_empty says both consumers are past it. A number >= items (with a plain arrival) ends the
-  // block.
-  constexpr bool kSeveralItems = ATTN_FUSED_WS_PERSISTENT != 0;
+  // One item a block: blockIdx.x. kDynamic: the producer claims each item and hands its number
+  // to the consumers in s_item: written before its arrival on q_full (a release), read by the
+  // consumers once that phase has completed (an acquire), rewritten only after q_empty says every
+  // consumer warp is past reading it. A number >= items (with a plain arrival) ends the block.
+  // (compute-sanitizer's racecheck reports the write/read pair, apparently because the phase
+  // completes on the TMA's bytes, not on this thread's arrival: NOTES.md, 2026-12-05.)
+  constexpr bool kDynamic = Traits::kDynamic;
   __shared__ int64_t s_item;
   if (wg == 0) {  // the producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegisters));
@@ -143,11 +126,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     int64_t w = blockIdx.x, claimed = 0;
     for (int local = 0;; ++local) {
       if (local > 0) {
-        if (!kSeveralItems) return;
+        if (!kDynamic) return;
         tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done, s_item read
-        w = p.tile_counter != nullptr ? claimed : w + gridDim.x;
+        w = claimed;
       }
-      if (kSeveralItems) s_item = w;
+      if (kDynamic) s_item = w;
       if (w >= items) {
         tma::MbarrierArrive(q_full);
         return;
@@ -159,11 +142,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         tma::TmaLoad4d(s_q + r * kBlockM * 128, &maps.q, q_full, r * 64, item.head, item.q0,
                        item.batch);
       }
-      // Dynamic: claim the next item now, its atomic's latency under this item's tiles (the
-      // counter starts at 0 each launch; the first gridDim.x items went to the blocks in order).
-      if (kSeveralItems && p.tile_counter != nullptr) {
-        claimed = gridDim.x + atomicAdd(p.tile_counter, 1);
-      }
+      // Claim the next item now, the atomic's latency under this item's tiles (the counter
+      // starts at 0 each launch; the first gridDim.x items went to the blocks in order).
+      if (kDynamic) claimed = gridDim.x + atomicAdd(p.tile_counter, 1);
       const int kv_head = item.head / p.group;
       for (int j = 0; j < item.n_tiles; ++j, ++it) {
         const uint32_t stage = it % kStages;
@@ -185,16 +166,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int c = wg - 1;  // this consumer: rows 64c .. 64c + 63 of the tile
   const int warp = (tid % 128) / 32, lane = tid % 32;
   const int r0 = c * 64 + warp * 16 + lane / 4;  // this thread's rows: r0 and r0 + 8
-  // Ping-pong: consumer c issues its GEMMs after barrier 1 + c, then lets the other go (2 - c).
-  // Consumer 0 goes first in each item: consumer 1 arrives once ahead and skips its last, so
-  // every arrival meets a sync.
-  constexpr bool kPingPong = Traits::kPingPong;
-  const int my_turn = 1 + c, their_turn = 2 - c;
 
   uint32_t it = 0;  // as the producer's
-  for (int local = 0; kSeveralItems || local == 0; ++local) {
+  for (int local = 0; kDynamic || local == 0; ++local) {
     tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
-    const int64_t w = kSeveralItems ? s_item : blockIdx.x;
+    const int64_t w = kDynamic ? s_item : blockIdx.x;
+    // Every lane has read s_item before lane 0's arrival on q_empty lets the producer rewrite it.
+    if (kDynamic) __syncwarp();
     if (w >= items) break;
     const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w);
     const int q0 = item.q0, n_tiles = item.n_tiles;
@@ -204,22 +182,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     RowSoftmax softmax;
     uint32_t pa[kBlockN / 16][4];  // P of the tile before, waiting for its P V
 
-    if (kPingPong && c == 1 && n_tiles > 0) NamedBarrierArrive(1, 256);
-    if (n_tiles == 0) {
-      __syncwarp();  // every lane has read s_item
-      if (lane == 0) tma::MbarrierArrive(q_empty);
-    }
+    if (n_tiles == 0 && lane == 0) tma::MbarrierArrive(q_empty);
     // Tile j (ring position it + j): S = Q K^T issued, with tile j - 1's P V behind it where
     // kWithPv, awaited, masked and turned into P; O rescaled once that P V is in.
     auto step = [&](int j, auto with_pv) {
       constexpr bool kWithPv = decltype(with_pv)::value;
       const uint32_t stage = (it + j) % kStages, prev = (it + j + kStages - 1) % kStages;
       tma::MbarrierWait(full0 + 8 * stage, ((it + j) / kStages) % 2);
-      if (kPingPong) NamedBarrierSync(my_turn, 256);
       float s[kSBlocks][4];
       IssueScores<kHeadDim, kBlockM, kBlockN, T>(s, s_q, c * 64, s_k + stage * Traits::kKvBytes);
       if constexpr (kWithPv) IssuePv<kHeadDim, kBlockN, T>(o, pa, s_v + prev * Traits::kKvBytes);
-      if (kPingPong && !(c == 1 && j == n_tiles - 1)) NamedBarrierArrive(their_turn, 256);
       WgmmaWait<kWithPv ? 1 : 0>();  // S is in; tile j - 1's P V may still run
       FenceRegisters(Flat(s));
       if (j == n_tiles - 1 && lane == 0) tma::MbarrierArrive(q_empty);  // Q read for the last time
@@ -259,43 +231,23 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 }
 
 // The tile per head dim, measured on the H100 (NOTES.md, 2026-12-05): 128-key tiles in three K/V
-// stages. A stage holds K and V until tile j's P V is done, late in tile j + 1's step, so with
-// two stages the next load waited (H = 128: 12-20% slower). Ping-pong gained at H = 64 (+5-9%)
-// and lost 1-4% at H = 96 and 128, where each consumer's own S / P V overlap keeps the tensor
-// cores busy. H = 256 fits only two stages of 64 keys and stays on the cp.async wgmma kernel
-// (WgmmaWsHeadDim). The ATTN_FUSED_WS_* macros exist for bench/fused_variants.sh.
-#ifndef ATTN_FUSED_WS_H64_STAGES
-#define ATTN_FUSED_WS_H64_STAGES 3
+// stages, persistent blocks taking items dynamically. A stage holds K and V until tile j's P V is
+// done, late in tile j + 1's step, so with two stages the next load waited (H = 128: 12-20%
+// slower). The dynamic scheduler gained 2-10% at H = 128 (most where items are short: GQA T2048
+// causal), 3-15% at H = 96 and 4-6% at H = 64. Ping-pong (the consumers taking turns to issue
+// through named barriers) lost 1-10% at H = 96 and 128 and, with the dynamic scheduler, at
+// H = 64, and was removed. H = 256 fits only two stages of 64 keys and stays on the cp.async
+// wgmma kernel (WgmmaWsHeadDim; the WS build was 3-8% slower, 5-8% dynamic). The
+// ATTN_FUSED_WS_* macros exist for bench/fused_variants.sh.
+#ifndef ATTN_FUSED_WS_STAGES
+#define ATTN_FUSED_WS_STAGES 3
 #endif
-#ifndef ATTN_FUSED_WS_H64_PINGPONG
-#define ATTN_FUSED_WS_H64_PINGPONG 1
-#endif
-#ifndef ATTN_FUSED_WS_H96_PINGPONG
-#define ATTN_FUSED_WS_H96_PINGPONG 0
-#endif
-#ifndef ATTN_FUSED_WS_H128_BLOCK_N
-#define ATTN_FUSED_WS_H128_BLOCK_N 128
-#endif
-#ifndef ATTN_FUSED_WS_H128_STAGES
-#define ATTN_FUSED_WS_H128_STAGES 3
-#endif
-#ifndef ATTN_FUSED_WS_H128_PINGPONG
-#define ATTN_FUSED_WS_H128_PINGPONG 0
+#ifndef ATTN_FUSED_WS_DYNAMIC
+#define ATTN_FUSED_WS_DYNAMIC 1
 #endif
 template <int kHeadDim>
-struct WgmmaWsTileFor;
-template <>
-struct WgmmaWsTileFor<64> {
-  using Traits = WgmmaWsTraits<64, 128, ATTN_FUSED_WS_H64_STAGES, ATTN_FUSED_WS_H64_PINGPONG>;
-};
-template <>
-struct WgmmaWsTileFor<96> {
-  using Traits = WgmmaWsTraits<96, 128, 3, ATTN_FUSED_WS_H96_PINGPONG>;
-};
-template <>
-struct WgmmaWsTileFor<128> {
-  using Traits = WgmmaWsTraits<128, ATTN_FUSED_WS_H128_BLOCK_N, ATTN_FUSED_WS_H128_STAGES,
-                               ATTN_FUSED_WS_H128_PINGPONG>;
+struct WgmmaWsTileFor {
+  using Traits = WgmmaWsTraits<kHeadDim, 128, ATTN_FUSED_WS_STAGES, ATTN_FUSED_WS_DYNAMIC>;
 };
 template <>
 struct WgmmaWsTileFor<256> {
@@ -303,12 +255,12 @@ struct WgmmaWsTileFor<256> {
 };
 
 // Runs the warp-specialised kernel and returns true with its launch status in *error, or returns
-// false having launched nothing where it does not apply (kv_lens, or a tensor the driver's TMA
-// refuses), for the caller's fallback.
+// false having launched nothing where it does not apply (kv_lens, a tensor the driver's TMA
+// refuses, or a dynamic tile without the tile counter), for the caller's fallback.
 template <typename Traits, typename T>
 bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error) {
   WgmmaWsMaps maps;
-  if (p.kv_lens != nullptr ||
+  if (p.kv_lens != nullptr || (Traits::kDynamic && p.tile_counter == nullptr) ||
       !EncodeOperandMap(&maps.q, p, FusedOperand::kQ, Traits::kHeadDim, Traits::kBlockM) ||
       !EncodeOperandMap(&maps.k, p, FusedOperand::kK, Traits::kHeadDim, Traits::kBlockN) ||
       !EncodeOperandMap(&maps.v, p, FusedOperand::kV, Traits::kHeadDim, Traits::kBlockN)) {
@@ -321,24 +273,20 @@ bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error
   const int64_t items =
       static_cast<int64_t>((p.q_len + Traits::kBlockM - 1) / Traits::kBlockM) * p.heads * p.batch;
   int64_t blocks = std::min<int64_t>(items, INT_MAX);
-  FusedParams params = p;
-  params.tile_counter = nullptr;  // static order unless the dynamic scheduler runs
-  if (ATTN_FUSED_WS_PERSISTENT == 1 || (ATTN_FUSED_WS_PERSISTENT == 2 && p.tile_counter)) {
+  if constexpr (Traits::kDynamic) {
     int device = 0, sms = 0;
     *error = cudaGetDevice(&device);
     if (*error == cudaSuccess) {
       *error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     }
+    if (*error == cudaSuccess) {
+      *error = cudaMemsetAsync(p.tile_counter, 0, sizeof(int32_t), stream);
+    }
     if (*error != cudaSuccess) return true;
     blocks = std::min<int64_t>(items, sms);
-    if (ATTN_FUSED_WS_PERSISTENT == 2) {
-      params.tile_counter = p.tile_counter;
-      *error = cudaMemsetAsync(params.tile_counter, 0, sizeof(int32_t), stream);
-      if (*error != cudaSuccess) return true;
-    }
   }
-  kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(
-      params, maps, items);
+  kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(p, maps,
+                                                                                          items);
   *error = cudaGetLastError();
   return true;
 }
