@@ -8,6 +8,7 @@ mkdir -p "$out"
 # At most 8 files come back from $OUT: summary (the caller's tee), tests, bench, peers,
 # memcheck, racecheck, ncu.
 source "$(dirname "$0")/gpu_tests.sh"
+source "$(dirname "$0")/gpu_steps.sh"
 
 echo "== naive backend, B=4 T=1024 N=8 H=64 (issue 2), then the codelab sequence sweep"
 bench() { .gpu/run attn-bench --backend=naive --warmup=20 --repeats=100 "$@"; }
@@ -22,13 +23,7 @@ PYTHONUNBUFFERED=1 timeout 120 python3 bench/naive_peers.py --shape 4,1024,8,64 
 echo "== ours again (interleaved with the peers for drift)"
 bench --dtypes=float32,bfloat16 --batch=4 --seq_lens=1024 --heads=8 --head_dim=64 2>&1 | tee -a "$out/bench.log"
 echo "== compute-sanitizer memcheck and racecheck on the small naive tests"
-for tool in memcheck racecheck; do
-  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  timeout 150 .gpu/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
-    --gtest_filter='NaiveBackend.*:*NaiveVersusReference*B2_T17_S17*' --gtest_brief=1 > "$out/$tool.log" 2>&1
-  echo "$tool exit code $? ($(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$out/$tool.log") clean summaries)"
-  grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
-done
+gpu_sanitize 'NaiveBackend.*:*NaiveVersusReference*B2_T17_S17*' 150 memcheck racecheck
 echo "== per-kernel device time of one naive call (ncu), B=4 T=1024 N=8 H=64"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for dt in float32 bfloat16; do

@@ -12,6 +12,7 @@ g=${ATTN_GPU_BUNDLE:-.gpu}
 mkdir -p "$out"
 steps=${*:-tests sanitize bench ragged prefill}
 has() { [[ " $steps " == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_steps.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 
 if has tests; then
@@ -28,14 +29,8 @@ fi
 
 if has sanitize; then
   echo "== compute-sanitizer on small problems (split-KV forced among the paths)"
-  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  filter='*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B2_T2_S700*:*FusedVersusReference*B1_T127_S33*:FusedBackend.PicksSplitKv*'
-  for tool in memcheck racecheck synccheck; do
-    timeout 150 $g/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
-      --gtest_filter="$filter" --gtest_brief=1 > "$out/$tool.log" 2>&1
-    echo "$tool exit code $?"
-    grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
-  done
+  gpu_sanitize '*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B2_T2_S700*:*FusedVersusReference*B1_T127_S33*:FusedBackend.PicksSplitKv*' \
+    150 memcheck racecheck synccheck
 fi
 
 # Ours with the peers' protocol (10 warm-ups, median of 50 event-timed calls). $1: the kernel

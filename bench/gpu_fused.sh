@@ -10,29 +10,18 @@ g=${ATTN_GPU_BUNDLE:-.gpu}  # the bundle made by ../shared/gpu/bundle
 mkdir -p "$out"
 steps=${*:-tests sanitize bench}
 has() { [[ " $steps " == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_steps.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 
 if has tests; then
   echo "== fused tests (and the registry's); bin/attn_engine_tests-<variant> test a variant's build"
-  for bin in $g/bin/attn_engine_tests*; do
-    t=${bin##*/}
-    timeout 300 stdbuf -oL -eL $g/run $t --gtest_filter='*Fused*:Registry*' --gtest_brief=1 > "$out/$t.log" 2>&1
-    echo "$t exit code $?"
-    grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/$t.log"
-    grep -B2 -A8 'Failure' "$out/$t.log" | head -40
-  done
+  gpu_tests '*Fused*:Registry*' 300
 fi
 
 if has sanitize; then
   echo "== compute-sanitizer on small fused problems (every head dim, each dtype, causal)"
-  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  filter='*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:*FusedVersusReference*B2_T64_S256*:FusedBackend.ReadsStridedKv*'
-  for tool in memcheck racecheck; do
-    timeout 120 $g/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
-      --gtest_filter="$filter" --gtest_brief=1 > "$out/$tool.log" 2>&1
-    echo "$tool exit code $? ($(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$out/$tool.log") clean summaries)"
-    grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
-  done
+  gpu_sanitize '*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:*FusedVersusReference*B2_T64_S256*:FusedBackend.ReadsStridedKv*' \
+    120 memcheck racecheck
 fi
 
 # Ours with the peers' protocol (10 warm-ups, median of 50 event-timed calls). $1: the kernel

@@ -18,32 +18,20 @@ g=${ATTN_GPU_BUNDLE:-.gpu}
 mkdir -p "$out"
 steps=${*:-tests sanitize}
 has() { [[ " $steps " == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_steps.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
 
 if has tests; then
   echo "== fused (every kernel, wgmma_ws among them), registry, kv_lens and pieces tests"
   echo "   (bin/attn_engine_tests-<variant>: a variant's build, from fused_variants.sh --tests)"
-  for bin in $g/bin/attn_engine_tests*; do
-    t=${bin##*/}
-    timeout "${ATTN_TEST_TIMEOUT:-420}" stdbuf -oL -eL $g/run $t \
-      --gtest_filter="${ATTN_TEST_FILTER:-*Fused*:Registry*:*KvLens*:*GpuPieces*}" --gtest_brief=1 \
-      > "$out/$t.log" 2>&1
-    echo "$t exit code $? (124: timed out; a hang in a kernel shows as that)"
-    grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/$t.log"
-    grep -B2 -A8 'Failure' "$out/$t.log" | head -60
-  done
+  gpu_tests "${ATTN_TEST_FILTER:-*Fused*:Registry*:*KvLens*:*GpuPieces*}" "${ATTN_TEST_TIMEOUT:-420}"
 fi
 
 if has sanitize; then
   echo "== compute-sanitizer: small problems on every kernel, then a forced-WS run of 512 items"
+  gpu_sanitize '*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:*FusedVersusReference*B2_T64_S256*:FusedBackend.ReadsStridedKv*' \
+    150 memcheck racecheck synccheck
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  small='*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:*FusedVersusReference*B2_T64_S256*:FusedBackend.ReadsStridedKv*'
-  for tool in memcheck racecheck synccheck; do
-    timeout 150 $g/run "$cs" --tool $tool --error-exitcode 3 attn_engine_tests \
-      --gtest_filter="$small" --gtest_brief=1 > "$out/$tool.log" 2>&1
-    echo "$tool exit code $?"
-    grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
-  done
   # B8 T1000 N8 H128: 512 items, more than the SMs, causal lengths differing (WS forced).
   for tool in memcheck synccheck; do
     ATTN_FUSED_KERNEL=wgmma_ws timeout 120 $g/run "$cs" --tool $tool --error-exitcode 3 attn-bench \

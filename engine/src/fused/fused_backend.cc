@@ -63,7 +63,8 @@ bool SplitKvFits(const AttentionProblem& p, const DeviceInfo& device) {
 // The kernel `p` runs on: a forced path where it applies, else split-KV for short queries, else
 // on compute capability 9.0 where built the warp-specialised wgmma kernel for WgmmaWsHeadDim and
 // at least a wave of 128-row query tiles (below that it lost 2-6% to the cp.async wgmma kernel,
-// NOTES.md), else the cp.async wgmma kernel, else mma.sync. (float32 has one kernel.)
+// NOTES.md) without kv_lens (its whole-tile boxes cannot stop at a length), else the cp.async
+// wgmma kernel, else mma.sync. (float32 has one kernel.)
 FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
   const bool wgmma =
       FusedWgmmaBuilt(static_cast<int>(p.head_dim)) && device.cc_major == 9 && device.cc_minor == 0;
@@ -78,7 +79,8 @@ FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
   if (forced == static_cast<int>(FusedPath::kWgmmaWs)) return FusedPath::kWgmmaWs;
   if (forced == static_cast<int>(FusedPath::kWgmma)) return FusedPath::kWgmma;
   const int64_t tiles = (p.q_len + kWgmmaWsBlockM - 1) / kWgmmaWsBlockM * p.num_heads * p.batch;
-  return WgmmaWsHeadDim(static_cast<int>(p.head_dim)) && tiles >= device.multiprocessors
+  return WgmmaWsHeadDim(static_cast<int>(p.head_dim)) && p.kv_lens.empty() &&
+                 tiles >= device.multiprocessors
              ? FusedPath::kWgmmaWs
              : FusedPath::kWgmma;
 }
@@ -209,6 +211,7 @@ class FusedBackend final : public Backend {
     fp.kv_lens = t.kv_lens;
     fp.scale_log2 = static_cast<float>(p.EffectiveScale() * M_LOG2E);
     fp.causal = p.causal;
+    fp.multiprocessors = args.context.info().multiprocessors;
 
     cudaStream_t stream = args.context.stream();
     // A piece of a call runs the whole call's kernel and key splits (RunOptions::whole_call).

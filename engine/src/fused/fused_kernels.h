@@ -28,8 +28,10 @@ struct FusedParams {
   float scale_log2;  // softmax scale * log2(e): scores go through exp2f
   bool causal;       // top-left aligned: query t sees keys s <= t
   // The warp-specialised kernel's tile counter (kWgmmaWsWorkspaceBytes of workspace; its launch
-  // zeroes it) where its tile takes items dynamically (FusedWgmmaWsTakesTileCounter), or null.
+  // zeroes it) where its tile takes items dynamically (FusedWgmmaWsTakesTileCounter), or null;
+  // that kernel's persistent grid is one block per SM of the device's `multiprocessors`.
   int32_t* tile_counter;
+  int multiprocessors;
 };
 
 enum class FusedHalfType { kBFloat16, kFloat16 };

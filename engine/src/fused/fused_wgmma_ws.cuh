@@ -274,16 +274,9 @@ bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error
       static_cast<int64_t>((p.q_len + Traits::kBlockM - 1) / Traits::kBlockM) * p.heads * p.batch;
   int64_t blocks = std::min<int64_t>(items, INT_MAX);
   if constexpr (Traits::kDynamic) {
-    int device = 0, sms = 0;
-    *error = cudaGetDevice(&device);
-    if (*error == cudaSuccess) {
-      *error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    }
-    if (*error == cudaSuccess) {
-      *error = cudaMemsetAsync(p.tile_counter, 0, sizeof(int32_t), stream);
-    }
+    *error = cudaMemsetAsync(p.tile_counter, 0, sizeof(int32_t), stream);
     if (*error != cudaSuccess) return true;
-    blocks = std::min<int64_t>(items, sms);
+    blocks = std::min<int64_t>(items, std::max(1, p.multiprocessors));
   }
   kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(p, maps,
                                                                                           items);
