@@ -34,6 +34,13 @@
 
 namespace attn::fused {
 
+// Registers a thread of each role keeps (setmaxnreg; multiples of 8): the producer needs few. The
+// block starts with 64 Ki / 384 rounded down to 8 (168) a thread, and setmaxnreg.inc waits until
+// what it asks for is free in that allocation: more than it holds and the consumers wait forever
+// (a producer at 32 hung every test; NOTES.md, 2026-12-05).
+constexpr int kWsProducerRegisters = 24;
+constexpr int kWsConsumerRegisters = 240;
+
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kDynamic_>
 struct WgmmaWsTraits {
   static constexpr int kHeadDim = kHeadDim_;
@@ -45,6 +52,9 @@ struct WgmmaWsTraits {
   // a block an item.
   static constexpr bool kDynamic = kDynamic_;
   static constexpr int kThreads = 384;
+  static_assert(128 * kWsProducerRegisters + 2 * 128 * kWsConsumerRegisters <=
+                    65536 / kThreads / 8 * 8 * kThreads,
+                "the consumers' setmaxnreg.inc must fit the block's registers at launch");
   static constexpr int kRegions = (kHeadDim + 63) / 64;  // 128-byte swizzle regions a row
   static constexpr int kQBytes = kBlockM * kRegions * 128;
   static constexpr int kKvBytes = kBlockN * kRegions * 128;
@@ -59,11 +69,6 @@ struct WgmmaWsTraits {
 struct WgmmaWsMaps {
   CUtensorMap q, k, v;
 };
-
-// Registers a thread of each role keeps (setmaxnreg; multiples of 8): the producer needs few, and
-// 2 * 128 * 240 + 128 * 24 fits the SM's 64 Ki.
-constexpr int kWsProducerRegisters = 24;
-constexpr int kWsConsumerRegisters = 240;
 
 // Work item w: its query tile, head, batch element and K/V tiles (up to the causal limit).
 struct WsItem {
