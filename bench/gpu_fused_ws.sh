@@ -5,7 +5,8 @@
 # bin/attn-bench-ws-<name>, built by bench/fused_variants.sh), our cudnn and PyTorch SDPA's flash
 # and cuDNN backends on the judged shapes, and ncu's tensor-pipe reading of both kernels.
 #   bash bench/gpu_fused_ws.sh [tests] [sanitize] [bench] [variants] [ncu]
-#   (default: tests sanitize; all five took 130 s on an H100, 2026-12-05)
+#   (default: tests sanitize; all five took 130 s on an H100, 2026-12-05, before the ncu step's
+#   GQA pair)
 # ATTN_TEST_FILTER and ATTN_TEST_TIMEOUT (seconds) narrow the tests step.
 # carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench
 #   .gpu-var/attn-bench-ws-* .gpu-var/attn_engine_tests-ws-*). Logs under $OUT (only 8 files
@@ -115,5 +116,17 @@ if has ncu; then
     echo "$kernel: ncu exit $?"
     grep -E 'Duration|Pipe|Issue Slots|Executed Ipc|DRAM Throughput|Registers Per|Achieved Occupancy' \
       "$out/ncu-$kernel.log" | head -20
+  done
+  # Issue 23's widest gap (GQA T2048 causal, 0.95x): our WS kernel beside cuDNN's own kernel
+  # (cuDNN 9 names its attention kernels ...sdpa...), tensor pipe and stall reasons of each.
+  echo "== ncu: GQA B4 T=S=2048 N32 K8 H128 bf16 causal, fused (WS) then our cudnn"
+  for backend in fused cudnn; do
+    timeout 120 $g/run "$ncu" --clock-control none -k 'regex:Fused|sdpa|fmha' -c 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+      attn-bench --backend=$backend --dtypes=bfloat16 --batch=4 --heads=32 --kv_heads=8 \
+      --head_dim=128 --seq_lens=2048 --causal --warmup=0 --repeats=1 > "$out/ncu-gqa-$backend.log" 2>&1
+    echo "$backend: ncu exit $?"
+    grep -E '^  [A-Za-z_].*\(|Duration|Pipe|Issue Slots|Warp Cycles Per Issued|Stall|Registers Per' \
+      "$out/ncu-gqa-$backend.log" | head -24
   done
 fi
