@@ -93,6 +93,7 @@ if has variants; then
   # ws-h<H>-*: a variant of head dim H's tiles (B4 N16 T 4096/8192); the others are H = 128's.
   for bin in $g/bin/attn-bench-ws-*; do
     v=${bin##*/}
+    gpu_bench_probe "$v" || continue
     if [[ $v =~ ws-h([0-9]+) ]]; then
       for c in --causal ""; do
         timeout 60 env ATTN_FUSED_KERNEL=wgmma_ws $g/run $v --backend=fused --dtypes=bfloat16 --warmup=10 \

@@ -4,11 +4,22 @@
 
 # gpu_tests FILTER SECONDS: each bundled attn_engine_tests* (bin/attn_engine_tests-<variant> is a
 # variant's build, from bench/fused_variants.sh --tests) on the gtest FILTER, its log in
-# $out/<binary>.log; the counts and failures echoed.
+# $out/<binary>.log; the counts and failures echoed. A binary that fails or hangs on two small
+# shapes (every kernel, 30 s) is skipped: a hung kernel would otherwise hold every test to the
+# limit (2026-12-05: a variant's register budget hung each forced-WS test).
 gpu_tests() {
-  local filter=$1 limit=$2 bundle=${g:-.gpu} bin t
+  local filter=$1 limit=$2 bundle=${g:-.gpu} bin t rc
   for bin in "$bundle"/bin/attn_engine_tests*; do
     t=${bin##*/}
+    timeout 30 "$bundle/run" "$t" --gtest_brief=1 \
+      --gtest_filter='*FusedVersusReference*bfloat16_B2_T17_S17*:*FusedVersusReference*bfloat16_B2_T64_S256*' \
+      > "$out/$t.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ]; then
+      echo "$t: skipped, the small-shape probe exited $rc (124: timed out)"
+      grep -B2 -A8 'Failure' "$out/$t.log" | head -20
+      continue
+    fi
     timeout "$limit" stdbuf -oL -eL "$bundle/run" "$t" --gtest_filter="$filter" --gtest_brief=1 \
       > "$out/$t.log" 2>&1
     echo "$t exit code $? (124: timed out; a hang in a kernel shows as that)"
@@ -30,4 +41,17 @@ gpu_sanitize() {
       "$out/$tool.log") clean summaries)"
     grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
   done
+}
+
+# gpu_bench_probe BIN: whether attn-bench BIN (bin/attn-bench-<variant>) finishes a small forced-WS
+# problem within 20 s; echoes why not. Run it before a variant's timings, whose runs would each
+# wait out their timeout on a kernel that hangs.
+gpu_bench_probe() {
+  local bin=$1 bundle=${g:-.gpu} rc
+  ATTN_FUSED_KERNEL=wgmma_ws timeout 20 "$bundle/run" "$bin" --backend=fused --dtypes=bfloat16 \
+    --batch=2 --heads=8 --kv_heads=2 --head_dim=128 --seq_lens=1000 --causal --warmup=1 \
+    --repeats=2 > /dev/null 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || echo "$bin: skipped, a small forced-WS run exited $rc (124: timed out)"
+  return $rc
 }
