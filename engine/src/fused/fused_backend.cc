@@ -63,8 +63,9 @@ bool SplitKvFits(const AttentionProblem& p, const DeviceInfo& device) {
 // The kernel `p` runs on: a forced path where it applies, else split-KV for short queries, else
 // on compute capability 9.0 where built the warp-specialised wgmma kernel for WgmmaWsHeadDim and
 // at least a wave of 128-row query tiles (below that it lost 2-6% to the cp.async wgmma kernel,
-// NOTES.md) without kv_lens (its whole-tile boxes cannot stop at a length), else the cp.async
-// wgmma kernel, else mma.sync. (float32 has one kernel.)
+// NOTES.md), else the cp.async wgmma kernel, else mma.sync. Problems with kv_lens never take the
+// warp-specialised kernel, forced or not: its whole-tile boxes cannot stop at a sequence's length.
+// (float32 has one kernel.)
 FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
   const bool wgmma =
       FusedWgmmaBuilt(static_cast<int>(p.head_dim)) && device.cc_major == 9 && device.cc_minor == 0;
@@ -76,11 +77,14 @@ FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
     return FusedPath::kSplitKv;
   }
   if (!wgmma) return FusedPath::kMmaSync;
-  if (forced == static_cast<int>(FusedPath::kWgmmaWs)) return FusedPath::kWgmmaWs;
-  if (forced == static_cast<int>(FusedPath::kWgmma)) return FusedPath::kWgmma;
+  const bool ws = p.kv_lens.empty();
+  if (forced == static_cast<int>(FusedPath::kWgmmaWs) && ws) return FusedPath::kWgmmaWs;
+  if (forced == static_cast<int>(FusedPath::kWgmma) ||
+      forced == static_cast<int>(FusedPath::kWgmmaWs)) {
+    return FusedPath::kWgmma;
+  }
   const int64_t tiles = (p.q_len + kWgmmaWsBlockM - 1) / kWgmmaWsBlockM * p.num_heads * p.batch;
-  return WgmmaWsHeadDim(static_cast<int>(p.head_dim)) && p.kv_lens.empty() &&
-                 tiles >= device.multiprocessors
+  return ws && WgmmaWsHeadDim(static_cast<int>(p.head_dim)) && tiles >= device.multiprocessors
              ? FusedPath::kWgmmaWs
              : FusedPath::kWgmma;
 }

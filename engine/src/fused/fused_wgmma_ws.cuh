@@ -18,8 +18,9 @@
 // Items go out in the order of the one-block-per-tile grid of fused_wgmma.cuh: the query tiles of
 // one (head, batch) last-first (causal: the most keys first), so blocks running at the same time
 // read the same heads' K/V (L2 reuse) and the short causal tiles fill in at the end.
-// Problems with kv_lens keep the cp.async kernel (LaunchWgmmaWs returns false): a box reads whole
-// tiles, and V rows past a sequence's length may hold NaN, which 0 * NaN would carry into O.
+// Problems with kv_lens keep the cp.async kernel (the backend's PathFor never picks this one for
+// them): a box reads whole tiles, and V rows past a sequence's length may hold NaN, which 0 * NaN
+// would carry into O.
 #pragma once
 
 #include <cuda.h>
@@ -52,7 +53,7 @@ struct WgmmaWsTraits {
   // a block an item.
   static constexpr bool kDynamic = kDynamic_;
   static constexpr int kThreads = 384;
-  static_assert(128 * kWsProducerRegisters + 2 * 128 * kWsConsumerRegisters <=
+  static_assert(128 * kWsProducerRegisters + (kThreads - 128) * kWsConsumerRegisters <=
                     65536 / kThreads / 8 * 8 * kThreads,
                 "the consumers' setmaxnreg.inc must fit the block's registers at launch");
   static constexpr int kRegions = (kHeadDim + 63) / 64;  // 128-byte swizzle regions a row
@@ -260,12 +261,12 @@ struct WgmmaWsTileFor<256> {
 };
 
 // Runs the warp-specialised kernel and returns true with its launch status in *error, or returns
-// false having launched nothing where it does not apply (kv_lens, a tensor the driver's TMA
-// refuses, or a dynamic tile without the tile counter), for the caller's fallback.
+// false having launched nothing where it does not apply (a tensor the driver's TMA refuses, or a
+// dynamic tile without the tile counter), for the caller's fallback.
 template <typename Traits, typename T>
 bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error) {
   WgmmaWsMaps maps;
-  if (p.kv_lens != nullptr || (Traits::kDynamic && p.tile_counter == nullptr) ||
+  if ((Traits::kDynamic && p.tile_counter == nullptr) ||
       !EncodeOperandMap(&maps.q, p, FusedOperand::kQ, Traits::kHeadDim, Traits::kBlockM) ||
       !EncodeOperandMap(&maps.k, p, FusedOperand::kK, Traits::kHeadDim, Traits::kBlockN) ||
       !EncodeOperandMap(&maps.v, p, FusedOperand::kV, Traits::kHeadDim, Traits::kBlockN)) {
