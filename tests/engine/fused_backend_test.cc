@@ -207,6 +207,9 @@ const Shape kLargeShapes[] = {
     // lengths when causal.
     {8, 1000, 1000, 8, 2, 128},
     {4, 700, 900, 16, 4, 96},
+    // Causal, 81 (head, batch) pairs of 8 query tiles: on 132 SMs the warp-specialised kernel's
+    // items go out in two groups of 40 and 41 pairs (WsHeadGroup), the last taking the rest.
+    {9, 1000, 1000, 9, 3, 64},
 };
 
 INSTANTIATE_TEST_SUITE_P(LargeShapes, FusedVersusNaiveFloat32,

@@ -15,9 +15,10 @@
 //    while the consumers finish this item's last tiles and write its output;
 //  - a consumer issues tile j's S = Q K^T, then tile j - 1's O += P V, and runs tile j's softmax
 //    while the tensor cores work through both (and through the other consumer's GEMMs).
-// Items go out in the order of the one-block-per-tile grid of fused_wgmma.cuh: the query tiles of
-// one (head, batch) last-first (causal: the most keys first), so blocks running at the same time
-// read the same heads' K/V (L2 reuse) and the short causal tiles fill in at the end.
+// Items go out in groups of (head, batch) pairs (WsHeadGroup), each group's query tiles last-first
+// (causal: the most keys first) across its pairs, so blocks running at the same time read a few
+// heads' K/V (L2 reuse) and the last items any block claims are the shortest: with one pair a
+// group, the last pair's longest tile was claimed a few items before the end and ran on alone.
 // Problems with kv_lens keep the cp.async kernel (the backend's PathFor never picks this one for
 // them): a box reads whole tiles, and V rows past a sequence's length may hold NaN, which 0 * NaN
 // would carry into O.
@@ -71,16 +72,24 @@ struct WgmmaWsMaps {
   CUtensorMap q, k, v;
 };
 
-// Work item w: its query tile, head, batch element and K/V tiles (up to the causal limit).
+// Work item w: its query tile, head, batch element and K/V tiles (up to the causal limit). Items
+// go out in groups of `head_group` (head, batch) pairs (the last group takes the rest, up to twice
+// as many), within a group rank-major: every pair's last query tile, then every pair's one before,
+// and so on.
 struct WsItem {
   int q0, head, batch, n_tiles;
 };
 template <int kBlockM, int kBlockN>
-__device__ __forceinline__ WsItem WsItemAt(const FusedParams& p, int64_t w) {
+__device__ __forceinline__ WsItem WsItemAt(const FusedParams& p, int64_t w, int head_group) {
   const int m_blocks = (p.q_len + kBlockM - 1) / kBlockM;
-  const int64_t head_batch = w / m_blocks;
+  const int64_t group_items = static_cast<int64_t>(head_group) * m_blocks;
+  const int64_t pairs = static_cast<int64_t>(p.heads) * p.batch;
+  const int64_t groups = max(pairs / head_group, int64_t{1});
+  const int64_t group = min(w / group_items, groups - 1), in_group = w - group * group_items;
+  const int64_t group_pairs = group == groups - 1 ? pairs - group * head_group : head_group;
+  const int64_t head_batch = group * head_group + in_group % group_pairs;
   WsItem item;
-  item.q0 = (m_blocks - 1 - static_cast<int>(w % m_blocks)) * kBlockM;
+  item.q0 = (m_blocks - 1 - static_cast<int>(in_group / group_pairs)) * kBlockM;
   item.head = static_cast<int>(head_batch % p.heads);
   item.batch = static_cast<int>(head_batch / p.heads);
   item.n_tiles = KeyTiles<kBlockM, kBlockN>(p, item.q0, p.kv_len);
@@ -90,7 +99,7 @@ __device__ __forceinline__ WsItem WsItemAt(const FusedParams& p, int64_t w) {
 template <typename Traits, typename T>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     FusedWgmmaWsKernel(const FusedParams p, const __grid_constant__ WgmmaWsMaps maps,
-                       const int64_t items) {
+                       const int64_t items, const int head_group) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   constexpr int kStages = Traits::kStages;
@@ -141,7 +150,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         tma::MbarrierArrive(q_full);
         return;
       }
-      const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w);
+      const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
       tma::MbarrierArriveExpectTx(q_full, Traits::kQBytes);
 #pragma unroll
       for (int r = 0; r < Traits::kRegions; ++r) {
@@ -180,7 +189,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // Every lane has read s_item before lane 0's arrival on q_empty lets the producer rewrite it.
     if (kDynamic) __syncwarp();
     if (w >= items) break;
-    const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w);
+    const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
     const int q0 = item.q0, n_tiles = item.n_tiles;
     float o[kOBlocks][4];
 #pragma unroll
@@ -260,6 +269,24 @@ struct WgmmaWsTileFor<256> {
   using Traits = WgmmaWsTraits<256, 64, 2, false>;
 };
 
+// (head, batch) pairs a group of work items (WsItemAt): one where the items are alike (not
+// causal). Causal items run from 1 to m_blocks K/V tiles; a group of at least two items an SM
+// has its longest claimed early enough to end with the rest (their mean is half the longest).
+// ATTN_FUSED_WS_HEAD_GROUP > 0 fixes it, for bench/fused_variants.sh.
+#ifndef ATTN_FUSED_WS_HEAD_GROUP
+#define ATTN_FUSED_WS_HEAD_GROUP 0
+#endif
+inline int WsHeadGroup(const FusedParams& p, int block_m) {
+  const int64_t pairs = static_cast<int64_t>(p.heads) * p.batch;
+  if (ATTN_FUSED_WS_HEAD_GROUP > 0)
+    return static_cast<int>(std::min<int64_t>(ATTN_FUSED_WS_HEAD_GROUP, pairs));
+  if (!p.causal || pairs <= 1) return 1;
+  const int64_t m_blocks = (p.q_len + block_m - 1) / block_m;
+  const int64_t want =
+      std::min(pairs, (2 * std::max(1, p.multiprocessors) + m_blocks - 1) / m_blocks);
+  return static_cast<int>(pairs / (pairs / want));
+}
+
 // Runs the warp-specialised kernel and returns true with its launch status in *error, or returns
 // false having launched nothing where it does not apply (a tensor the driver's TMA refuses, or a
 // dynamic tile without the tile counter), for the caller's fallback.
@@ -284,8 +311,8 @@ bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error
     if (*error != cudaSuccess) return true;
     blocks = std::min<int64_t>(items, std::max(1, p.multiprocessors));
   }
-  kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(p, maps,
-                                                                                          items);
+  kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(
+      p, maps, items, WsHeadGroup(p, Traits::kBlockM));
   *error = cudaGetLastError();
   return true;
 }
