@@ -15,13 +15,13 @@
 //    while the consumers finish this item's last tiles and write its output;
 //  - a consumer issues tile j's S = Q K^T, then tile j - 1's O += P V, and runs tile j's softmax
 //    while the tensor cores work through both (and through the other consumer's GEMMs).
-// Items go out in groups of (head, batch) pairs (WsHeadGroup), each group's query tiles last-first
-// (causal: the most keys first) across its pairs, so blocks running at the same time read a few
-// heads' K/V (L2 reuse) and the last items any block claims are the shortest: with one pair a
-// group, the last pair's longest tile was claimed a few items before the end and ran on alone.
-// Problems with kv_lens keep the cp.async kernel (the backend's PathFor never picks this one for
-// them): a box reads whole tiles, and V rows past a sequence's length may hold NaN, which 0 * NaN
-// would carry into O.
+// Items go out in groups of (head, batch) pairs (ws_schedule.h), each group's query tiles
+// last-first (causal: the most keys first) across its pairs, so blocks running at the same time
+// read a few heads' K/V (L2 reuse) and the last items any block claims are the shortest: with one
+// pair a group, the last pair's longest tile was claimed a few items before the end and ran on
+// alone. Problems with kv_lens keep the cp.async kernel (the backend's PathFor never picks this one
+// for them): a box reads whole tiles, and V rows past a sequence's length may hold NaN, which 0 *
+// NaN would carry into O.
 #pragma once
 
 #include <cuda.h>
@@ -33,6 +33,7 @@
 #include "cuda/tma.cuh"
 #include "fused/fused_tensor_maps.h"
 #include "fused/fused_wgmma.cuh"
+#include "fused/ws_schedule.h"
 
 namespace attn::fused {
 
@@ -72,36 +73,20 @@ struct WgmmaWsMaps {
   CUtensorMap q, k, v;
 };
 
-// Work item w: its query tile, head, batch element and K/V tiles (up to the causal limit). Items
-// go out in groups of `head_group` (head, batch) pairs (the last group takes the rest, up to twice
-// as many), within a group rank-major: every pair's last query tile, then every pair's one before,
-// and so on.
+// Work item w: its query tile, head, batch element and K/V tiles (up to the causal limit), in
+// ws_schedule.h's order.
 struct WsItem {
   int q0, head, batch, n_tiles;
 };
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ WsItem WsItemAt(const FusedParams& p, int64_t w, int head_group) {
   const int m_blocks = (p.q_len + kBlockM - 1) / kBlockM;
-  // 64-bit divisions are long instruction sequences, run for every item by the producer and
-  // every consumer thread: one a quotient, remainders by multiplication, and the plain order's
-  // two where a group is one pair (non-causal; H64 B16 T256 took 3% longer with the general path).
-  int64_t head_batch, rank;
-  if (head_group == 1) {
-    head_batch = w / m_blocks;
-    rank = w - head_batch * m_blocks;
-  } else {
-    const int64_t group_items = static_cast<int64_t>(head_group) * m_blocks;
-    const int64_t pairs = static_cast<int64_t>(p.heads) * p.batch;
-    const int64_t groups = max(pairs / head_group, int64_t{1});
-    const int64_t group = min(w / group_items, groups - 1), in_group = w - group * group_items;
-    const int64_t group_pairs = group == groups - 1 ? pairs - group * head_group : head_group;
-    rank = in_group / group_pairs;
-    head_batch = group * head_group + (in_group - rank * group_pairs);
-  }
+  const WsItemPosition at =
+      WsItemPositionAt(w, m_blocks, static_cast<int64_t>(p.heads) * p.batch, head_group);
   WsItem item;
-  item.q0 = (m_blocks - 1 - static_cast<int>(rank)) * kBlockM;
-  item.batch = static_cast<int>(head_batch / p.heads);
-  item.head = static_cast<int>(head_batch - static_cast<int64_t>(item.batch) * p.heads);
+  item.q0 = (m_blocks - 1 - static_cast<int>(at.rank)) * kBlockM;
+  item.batch = static_cast<int>(at.head_batch / p.heads);
+  item.head = static_cast<int>(at.head_batch - static_cast<int64_t>(item.batch) * p.heads);
   item.n_tiles = KeyTiles<kBlockM, kBlockN>(p, item.q0, p.kv_len);
   return item;
 }
@@ -279,23 +264,11 @@ struct WgmmaWsTileFor<256> {
   using Traits = WgmmaWsTraits<256, 64, 2, false>;
 };
 
-// (head, batch) pairs a group of work items (WsItemAt): one where the items are alike (not
-// causal). Causal items run from 1 to m_blocks K/V tiles; a group of at least two items an SM
-// has its longest claimed early enough to end with the rest (their mean is half the longest).
-// ATTN_FUSED_WS_HEAD_GROUP > 0 fixes it, for bench/fused_variants.sh.
+// ATTN_FUSED_WS_HEAD_GROUP > 0 fixes the pairs a group (ws_schedule.h), for
+// bench/fused_variants.sh.
 #ifndef ATTN_FUSED_WS_HEAD_GROUP
 #define ATTN_FUSED_WS_HEAD_GROUP 0
 #endif
-inline int WsHeadGroup(const FusedParams& p, int block_m) {
-  const int64_t pairs = static_cast<int64_t>(p.heads) * p.batch;
-  if (ATTN_FUSED_WS_HEAD_GROUP > 0)
-    return static_cast<int>(std::min<int64_t>(ATTN_FUSED_WS_HEAD_GROUP, pairs));
-  if (!p.causal || pairs <= 1) return 1;
-  const int64_t m_blocks = (p.q_len + block_m - 1) / block_m;
-  const int64_t want =
-      std::min(pairs, (2 * std::max(1, p.multiprocessors) + m_blocks - 1) / m_blocks);
-  return static_cast<int>(pairs / (pairs / want));
-}
 
 // Runs the warp-specialised kernel and returns true with its launch status in *error, or returns
 // false having launched nothing where it does not apply (a tensor the driver's TMA refuses, or a
@@ -313,8 +286,11 @@ bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error
   *error =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (*error != cudaSuccess) return true;
-  const int64_t items =
-      static_cast<int64_t>((p.q_len + Traits::kBlockM - 1) / Traits::kBlockM) * p.heads * p.batch;
+  const int64_t m_blocks = (p.q_len + Traits::kBlockM - 1) / Traits::kBlockM;
+  const int64_t pairs = static_cast<int64_t>(p.heads) * p.batch, items = m_blocks * pairs;
+  const int head_group = ATTN_FUSED_WS_HEAD_GROUP > 0
+                             ? static_cast<int>(std::min<int64_t>(ATTN_FUSED_WS_HEAD_GROUP, pairs))
+                             : WsHeadGroup(p.causal, pairs, m_blocks, p.multiprocessors);
   int64_t blocks = std::min<int64_t>(items, INT_MAX);
   if constexpr (Traits::kDynamic) {
     *error = cudaMemsetAsync(p.tile_counter, 0, sizeof(int32_t), stream);
@@ -322,7 +298,7 @@ bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error
     blocks = std::min<int64_t>(items, std::max(1, p.multiprocessors));
   }
   kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(
-      p, maps, items, WsHeadGroup(p, Traits::kBlockM));
+      p, maps, items, head_group);
   *error = cudaGetLastError();
   return true;
 }
