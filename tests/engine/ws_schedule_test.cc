@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <set>
 #include <utility>
-#include <vector>
 
 #include "gtest/gtest.h"
 
