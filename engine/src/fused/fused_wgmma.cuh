@@ -145,6 +145,20 @@ template <int kPending>
 __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
+// WgmmaWait<kPending> that ptxas keeps after `row_sums` is computed. ptxas schedules a wait as
+// early as its basic block allows: after a consumer's softmax, the wait for the P V issued before
+// it went to the top of the softmax's block, so the warpgroup sat out its own P V before the
+// softmax instead of running the softmax under it (NOTES.md, 2026-12-05, from the SASS). It keeps
+// the wait after a shared-memory store, so lane 0 of each warp first stores the row sums (the
+// softmax's last result) to `slot`, 8 bytes of shared memory that warp owns and nobody reads.
+template <int kPending>
+__device__ __forceinline__ void WgmmaWaitAfter(const float (&row_sums)[2], uint32_t slot) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.eq.u32 p, %3, 0;\n@p st.shared.v2.f32 [%0], {%1, %2};\n"
+      "wgmma.wait_group.sync.aligned %4;\n}\n" ::"r"(slot),
+      "f"(row_sums[0]), "f"(row_sums[1]), "r"(threadIdx.x % 32), "n"(kPending)
+      : "memory");
+}
 // Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
 // wgmma that owns it (the asm statements above do not tell it when the hardware writes d).
 template <int kN>

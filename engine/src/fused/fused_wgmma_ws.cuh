@@ -44,6 +44,14 @@ namespace attn::fused {
 constexpr int kWsProducerRegisters = 24;
 constexpr int kWsConsumerRegisters = 240;
 
+// 1: a consumer's wait for tile j - 1's P V stays after tile j's softmax (WgmmaWaitAfter), where
+// ptxas otherwise puts it before (NOTES.md, 2026-12-05 evening): the softmax then runs under
+// that P V, as the schedule below means it to. Off until timed on a GPU (bench/gpu_fused_ws.sh
+// variants: ws-pin).
+#ifndef ATTN_FUSED_WS_PIN_PV_WAIT
+#define ATTN_FUSED_WS_PIN_PV_WAIT 0
+#endif
+
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kDynamic_>
 struct WgmmaWsTraits {
   static constexpr int kHeadDim = kHeadDim_;
@@ -129,6 +137,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // completes on the TMA's bytes, not on this thread's arrival: NOTES.md, 2026-12-05.)
   constexpr bool kDynamic = Traits::kDynamic;
   __shared__ int64_t s_item;
+  // 8 bytes a consumer warp for WgmmaWaitAfter.
+  __shared__ __align__(8) float s_after_words[2 * 8];
+  const uint32_t s_after = static_cast<uint32_t>(__cvta_generic_to_shared(s_after_words));
   if (wg == 0) {  // the producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegisters));
     if (tid != 0) return;
@@ -213,7 +224,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       float alpha[2];
       const bool moved = __any_sync(0xffffffffu, OnlineSoftmax(s, softmax, p.scale_log2, alpha));
       if constexpr (kWithPv) {
-        WgmmaWait<0>();  // tile j - 1's P V is in O: its stage is free, O may be rescaled
+        // Tile j - 1's P V is in O: its stage is free, O may be rescaled.
+        if constexpr (ATTN_FUSED_WS_PIN_PV_WAIT) {
+          WgmmaWaitAfter<0>(softmax.sum, s_after + 8 * (warp + 4 * c));
+        } else {
+          WgmmaWait<0>();
+        }
         FenceRegisters(Flat(o));
         if (lane == 0) tma::MbarrierArrive(empty0 + 8 * prev);
       }

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Where ptxas put the warp-specialised kernel's waits (fused_wgmma_ws.cuh), read from the SASS on
+# a machine without a GPU: compiles fused_hdim<H>.cu for sm_90a with the build's own command and
+# extra flags, disassembles it (cuobjdump and nvdisasm, from NVIDIA's wheels pinned below, into
+# .deps/sass-tools) and prints the consumer's main step in order (wgmma groups, waits, barriers,
+# the softmax's runs of exp2) and how many exp2 of the tile run before the wait for the P V issued
+# with its S. The schedule means all of them to (the softmax under that P V): exit 1 otherwise.
+#   bash bench/sass_order.sh BUILD HDIM [FLAGS...]
+#   e.g. bash bench/sass_order.sh build 128 -DATTN_FUSED_WS_PIN_PV_WAIT=1
+set -euo pipefail
+build=$1 hdim=$2
+shift 2
+root=$(cd "$(dirname "$0")/.." && pwd)
+# cuobjdump -sass runs nvdisasm from its own folder: both come from NVIDIA's wheels.
+SASS_TOOLS_VERSION=13.5.37
+tools=$root/.deps/sass-tools/bin
+if [ ! -x "$tools/cuobjdump" ] || [ ! -x "$tools/nvdisasm" ]; then
+  work=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$work" \
+    "nvidia-cuda-cuobjdump==$SASS_TOOLS_VERSION" "nvidia-cuda-nvdisasm==$SASS_TOOLS_VERSION"
+  python3 - "$work" "$tools" <<'PY'
+import glob, os, sys, zipfile
+os.makedirs(sys.argv[2], exist_ok=True)
+for wheel in glob.glob(os.path.join(sys.argv[1], "*.whl")):
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.endswith(("/bin/cuobjdump", "/bin/nvdisasm")):
+                target = os.path.join(sys.argv[2], os.path.basename(name))
+                with open(target, "wb") as f:
+                    f.write(z.read(name))
+                os.chmod(target, 0o755)
+PY
+  rm -rf "$work"
+fi
+
+obj="engine/CMakeFiles/attn_engine.dir/src/fused/fused_hdim$hdim.cu.o"
+cubin=$(mktemp --suffix=.cubin)
+cmd=$(cd "$root/$build" && ninja -t commands "$obj" | tail -1)
+cmd=${cmd/ -o $obj/ -o $cubin}
+cmd=${cmd/ -MD -MT $obj -MF $obj.d/}
+cmd=${cmd/ -c / -cubin }
+cmd=$(sed -E 's/--generate-code=arch=compute_[0-9a]+,code=\[[^]]*\]/-arch=sm_90a/g' <<< "$cmd")
+(cd "$root/$build" && eval "$cmd $*")
+
+# The bf16 instantiation of head dim H's WS kernel; its main step is the S group (wgmma with B
+# from shared memory) followed by a P V group (B transposed, .tnspB).
+"$tools/cuobjdump" -sass "$cubin" |
+  awk -v re="FusedWgmmaWsKernel.*WgmmaWsTraitsILi${hdim}E.*nv_bfloat16" \
+    '/Function :/ { p = ($0 ~ re) } p' |
+  grep -E '^\s+/\*[0-9a-f]{4}\*/' | sed -E 's/ *;.*$//; s/^\s+//' |
+  awk '
+    { op = $0; sub(/^\/\*[0-9a-f]+\*\/ +(@!?U?P[0-9T] +)?/, "", op) }
+    !(op ~ /^(HGMMA|MUFU.EX2|WARPGROUP.DEPBAR|SYNCS|VOTE|BAR|SHFL)/) { next }
+    {
+      kind = op
+      if (op ~ /^HGMMA/) kind = (op ~ /tnspB/) ? "P V wgmma" : "S wgmma"
+      else if (op ~ /^MUFU.EX2/) kind = "exp2"
+      else if (op !~ /^WARPGROUP.DEPBAR/) sub(/ .*/, "", kind)
+      # The main step: the first P V group straight after an S group.
+      if (state == 0 && kind == "P V wgmma" && last == "S wgmma") state = 1
+      else if (state == 1 && kind == "exp2") before++
+      else if (state == 1 && kind ~ /DEPBAR.LE gsb0, 0x0/) state = 2
+      if (kind != last) { if (last != "") print "  " last " x" n; last = kind; n = 0 }
+      n++
+    }
+    END {
+      print "  " last " x" n
+      printf "main step: %d exp2 before the wait for its P V\n", before
+      exit (state == 2 && before >= 32 ? 0 : 1)
+    }'
+status=$?
+rm -f "$cubin"
+exit $status
