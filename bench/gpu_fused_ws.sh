@@ -13,7 +13,9 @@
 #   come back: the step logs first). E.g. one block an item instead of the dynamic scheduler,
 #   tests included: bash bench/fused_variants.sh build .gpu-var --tests 'ws-static:128:-DATTN_FUSED_WS_DYNAMIC=0'
 #   The P V wait pinned after the softmax (bench/sass_order.sh shows where ptxas puts it):
-#   'ws-pin:128:-DATTN_FUSED_WS_PIN_PV_WAIT=1' 'ws-h64-pin:64:...' 'ws-h96-pin:96:...'
+#   'ws-pin:128:-DATTN_FUSED_WS_PIN_PV_WAIT=1' 'ws-h64-pin:64:...' 'ws-h96-pin:96:...'; the item
+#   number through named barriers, which racecheck should accept: 'ws-items:128:-DATTN_FUSED_WS_ITEM_BARRIERS=1'
+#   (the sanitize step runs racecheck and synccheck on every bundled attn_engine_tests-ws-*).
 # The sanitize step's 512-item run uses attn-bench; run it on a variant's binary by hand.
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}
@@ -35,17 +37,23 @@ if has sanitize; then
   gpu_sanitize '*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:*FusedVersusReference*B2_T64_S256*:FusedBackend.ReadsStridedKv*' \
     150 memcheck racecheck synccheck
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  # racecheck's hazards in the WS kernel (NOTES.md) with source lines: a build whose H = 128
-  # kernels carry -lineinfo (bench/fused_variants.sh build .gpu-var --tests
-  # 'ws-lineinfo:128:-lineinfo'), every hazard's report kept, the distinct lines counted.
-  if [ -x "$g/bin/attn_engine_tests-ws-lineinfo" ]; then
-    timeout 200 $g/run "$cs" --tool racecheck --racecheck-report all --print-limit 0 --show-backtrace device \
-      attn_engine_tests-ws-lineinfo --gtest_filter='*FusedVersusReference*bfloat16_B2_T64_S256_N8_K8_H128*:*FusedVersusReference*bfloat16_B1_T17_S1000_N8_K1_H128*' \
-      --gtest_brief=1 > "$out/racecheck-lines.log" 2>&1
-    echo "racecheck with lines: exit $?"
-    grep -E 'SUMMARY|hazard' "$out/racecheck-lines.log" | sort | uniq -c | sort -rn | head -6
-    grep -oE '[A-Za-z_./]+\.cuh?:[0-9]+' "$out/racecheck-lines.log" | sort | uniq -c | sort -rn | head -12
-  fi
+  # The variants' test builds (fused_variants.sh --tests, bin/attn_engine_tests-ws-<variant>)
+  # under racecheck (every hazard reported, with source lines where the variant has -lineinfo:
+  # 'ws-lineinfo:128:-lineinfo') and synccheck, on two H = 128 shapes that take the WS kernel.
+  for bin in "$g"/bin/attn_engine_tests-ws-*; do
+    [ -x "$bin" ] || continue
+    v=${bin##*/attn_engine_tests-}
+    for tool in racecheck synccheck; do
+      opts=(--tool $tool --print-limit 0 --show-backtrace device)
+      [ $tool = synccheck ] || opts+=(--racecheck-report all)
+      timeout 200 $g/run "$cs" "${opts[@]}" "${bin##*/}" --gtest_brief=1 \
+        --gtest_filter='*FusedVersusReference*bfloat16_B2_T64_S256_N8_K8_H128*:*FusedVersusReference*bfloat16_B1_T17_S1000_N8_K1_H128*' \
+        > "$out/$tool-$v.log" 2>&1
+      echo "$v $tool: exit $?"
+      grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool-$v.log" | head -3
+      grep -oE '[A-Za-z_./]+\.cuh?:[0-9]+' "$out/$tool-$v.log" | sort | uniq -c | sort -rn | head -8
+    done
+  done
   # B8 T1000 N8 H128: 512 items, more than the SMs, causal lengths differing (WS forced).
   for tool in memcheck synccheck; do
     ATTN_FUSED_KERNEL=wgmma_ws timeout 120 $g/run "$cs" --tool $tool --error-exitcode 3 attn-bench \

@@ -52,6 +52,25 @@ constexpr int kWsConsumerRegisters = 240;
 #define ATTN_FUSED_WS_PIN_PV_WAIT 0
 #endif
 
+// 1: the dynamic scheduler's item number goes from the producer to the consumers through two
+// named barriers (FlashAttention-3's hand-off) instead of riding on q_full and q_empty.
+// compute-sanitizer's racecheck reports the mbarrier hand-off (the consumers' read of s_item
+// against the producer's next write: NOTES.md), apparently not counting mbarrier phases as
+// ordering plain shared-memory accesses; it does count bar.sync. Off until run on a GPU
+// (bench/gpu_fused_ws.sh, variant ws-items).
+#ifndef ATTN_FUSED_WS_ITEM_BARRIERS
+#define ATTN_FUSED_WS_ITEM_BARRIERS 0
+#endif
+// The hand-off's named barriers (0 is __syncthreads'), each of the producer's warp (its one
+// thread; the warp counts once its other lanes have exited) and the consumers' eight warps.
+constexpr int kWsItemFull = 1, kWsItemEmpty = 2, kWsItemThreads = 32 + 256;
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  asm volatile("barrier.cta.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
+  asm volatile("barrier.cta.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kDynamic_>
 struct WgmmaWsTraits {
   static constexpr int kHeadDim = kHeadDim_;
@@ -130,12 +149,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   __syncthreads();  // the barriers are set up; no block-wide barrier after this point
 
   // One item a block: blockIdx.x. kDynamic: the producer claims each item and hands its number
-  // to the consumers in s_item: written before its arrival on q_full (a release), read by the
-  // consumers once that phase has completed (an acquire), rewritten only after q_empty says every
-  // consumer warp is past reading it. A number >= items (with a plain arrival) ends the block.
-  // (compute-sanitizer's racecheck reports the write/read pair, apparently because the phase
-  // completes on the TMA's bytes, not on this thread's arrival: NOTES.md, 2026-12-05.)
+  // to the consumers in s_item, a number >= items ending the block. kItemBarriers: written
+  // before the producer's arrival on kWsItemFull, read after the consumers' sync on it,
+  // rewritten after the producer's sync on kWsItemEmpty, where each consumer warp arrives once
+  // it has read it. Otherwise: written before the producer's arrival on q_full (a release), read
+  // once that phase has completed (an acquire), rewritten only after q_empty says every consumer
+  // warp is past reading it, the end signalled with a plain arrival on q_full (racecheck reports
+  // this pair: ATTN_FUSED_WS_ITEM_BARRIERS above).
   constexpr bool kDynamic = Traits::kDynamic;
+  constexpr bool kItemBarriers = kDynamic && ATTN_FUSED_WS_ITEM_BARRIERS;
   __shared__ int64_t s_item;
   // 8 bytes a consumer warp for WgmmaWaitAfter.
   __shared__ __align__(8) float s_after_words[2 * 8];
@@ -150,10 +172,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (!kDynamic) return;
         tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done, s_item read
         w = claimed;
+        if (kItemBarriers) NamedBarrierSync(kWsItemEmpty, kWsItemThreads);
       }
       if (kDynamic) s_item = w;
+      if (kItemBarriers) NamedBarrierArrive(kWsItemFull, kWsItemThreads);
       if (w >= items) {
-        tma::MbarrierArrive(q_full);
+        if (!kItemBarriers) tma::MbarrierArrive(q_full);
         return;
       }
       const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
@@ -190,11 +214,23 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   uint32_t it = 0;  // as the producer's
   for (int local = 0; kDynamic || local == 0; ++local) {
-    tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
-    const int64_t w = kDynamic ? s_item : blockIdx.x;
-    // Every lane has read s_item before lane 0's arrival on q_empty lets the producer rewrite it.
-    if (kDynamic) __syncwarp();
-    if (w >= items) break;
+    int64_t w = blockIdx.x;
+    if constexpr (kItemBarriers) {
+      NamedBarrierSync(kWsItemFull, kWsItemThreads);
+      w = s_item;
+      if (w < items) NamedBarrierArrive(kWsItemEmpty, kWsItemThreads);
+      if (w >= items) break;
+      tma::MbarrierWait(q_full, local % 2);  // this item's Q is in
+    } else {
+      tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
+      if constexpr (kDynamic) {
+        w = s_item;
+        // Every lane has read s_item before lane 0's arrival on q_empty lets the producer
+        // rewrite it.
+        __syncwarp();
+      }
+      if (w >= items) break;
+    }
     const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
     const int q0 = item.q0, n_tiles = item.n_tiles;
     float o[kOBlocks][4];
