@@ -35,6 +35,7 @@ fi
 
 obj="engine/CMakeFiles/attn_engine.dir/src/fused/fused_hdim$hdim.cu.o"
 cubin=$(mktemp --suffix=.cubin)
+trap 'rm -f "$cubin"' EXIT
 cmd=$(cd "$root/$build" && ninja -t commands "$obj" | tail -1)
 cmd=${cmd/ -o $obj/ -o $cubin}
 cmd=${cmd/ -MD -MT $obj -MF $obj.d/}
@@ -68,6 +69,3 @@ cmd=$(sed -E 's/--generate-code=arch=compute_[0-9a]+,code=\[[^]]*\]/-arch=sm_90a
       printf "main step: %d exp2 before the wait for its P V\n", before
       exit (state == 2 && before >= 32 ? 0 : 1)
     }'
-status=$?
-rm -f "$cubin"
-exit $status
