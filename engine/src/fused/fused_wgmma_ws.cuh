@@ -71,6 +71,15 @@ __device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
   asm volatile("barrier.cta.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// 1: ping-pong (FlashAttention-3's inter-warpgroup overlap): the consumers take turns issuing a
+// step's GEMMs, consumer c after named barrier kWsTurn + c, so one's softmax runs under the
+// other's GEMMs. Measured a loss at H = 96 and 128 (NOTES.md, 2026-12-05) while the P V wait
+// sat before the softmax; to be timed again with ATTN_FUSED_WS_PIN_PV_WAIT (variant ws-pin-pp).
+#ifndef ATTN_FUSED_WS_PINGPONG
+#define ATTN_FUSED_WS_PINGPONG 0
+#endif
+constexpr int kWsTurn = 3;  // barriers 3 and 4, of the two consumers (256 threads)
+
 template <int kHeadDim_, int kBlockN_, int kStages_, bool kDynamic_>
 struct WgmmaWsTraits {
   static constexpr int kHeadDim = kHeadDim_;
@@ -240,6 +249,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     uint32_t pa[kBlockN / 16][4];  // P of the tile before, waiting for its P V
 
     if (n_tiles == 0 && lane == 0) tma::MbarrierArrive(q_empty);
+    // Ping-pong: consumer 0 goes first in each item; consumer 1 arrives once ahead and skips its
+    // last arrival, so every arrival meets a sync within the item.
+    if (ATTN_FUSED_WS_PINGPONG && c == 1 && n_tiles > 0) NamedBarrierArrive(kWsTurn, 256);
     // Tile j (ring position it + j): S = Q K^T issued, with tile j - 1's P V behind it where
     // kWithPv, awaited, masked and turned into P; O rescaled once that P V is in.
     auto step = [&](int j, auto with_pv) {
@@ -247,8 +259,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const uint32_t stage = (it + j) % kStages, prev = (it + j + kStages - 1) % kStages;
       tma::MbarrierWait(full0 + 8 * stage, ((it + j) / kStages) % 2);
       float s[kSBlocks][4];
+      if (ATTN_FUSED_WS_PINGPONG) NamedBarrierSync(kWsTurn + c, 256);
       IssueScores<kHeadDim, kBlockM, kBlockN, T>(s, s_q, c * 64, s_k + stage * Traits::kKvBytes);
       if constexpr (kWithPv) IssuePv<kHeadDim, kBlockN, T>(o, pa, s_v + prev * Traits::kKvBytes);
+      if (ATTN_FUSED_WS_PINGPONG && !(c == 1 && j == n_tiles - 1)) {
+        NamedBarrierArrive(kWsTurn + 1 - c, 256);
+      }
       WgmmaWait<kWithPv ? 1 : 0>();  // S is in; tile j - 1's P V may still run
       FenceRegisters(Flat(s));
       if (j == n_tiles - 1 && lane == 0) tma::MbarrierArrive(q_empty);  // Q read for the last time
