@@ -39,7 +39,8 @@ if has sanitize; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   # The variants' test builds (fused_variants.sh --tests, bin/attn_engine_tests-ws-<variant>)
   # under racecheck (every hazard reported, with source lines where the variant has -lineinfo:
-  # 'ws-lineinfo:128:-lineinfo') and synccheck, on two H = 128 shapes that take the WS kernel.
+  # 'ws-lineinfo:128:-lineinfo') and synccheck, on a small H = 128 shape (one item a block) and
+  # B8 T1000 causal (512 items of different lengths, several a block), every path forced in turn.
   for bin in "$g"/bin/attn_engine_tests-ws-*; do
     [ -x "$bin" ] || continue
     v=${bin##*/attn_engine_tests-}
@@ -47,7 +48,7 @@ if has sanitize; then
       opts=(--tool $tool --print-limit 0 --show-backtrace device)
       [ $tool = synccheck ] || opts+=(--racecheck-report all)
       timeout 200 $g/run "$cs" "${opts[@]}" "${bin##*/}" --gtest_brief=1 \
-        --gtest_filter='*FusedVersusReference*bfloat16_B2_T64_S256_N8_K8_H128*:*FusedVersusReference*bfloat16_B1_T17_S1000_N8_K1_H128*' \
+        --gtest_filter='*FusedVersusReference*bfloat16_B2_T64_S256_N8_K8_H128*:*FusedVersusNaiveFloat32*bfloat16_B8_T1000_S1000_N8_K2_H128_causal' \
         > "$out/$tool-$v.log" 2>&1
       echo "$v $tool: exit $?"
       grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool-$v.log" | head -3
