@@ -152,4 +152,18 @@ if has ncu; then
     grep -E '^  [A-Za-z_].*\(|Duration|Pipe|Issue Slots|Warp Cycles Per Issued|Stall|Registers Per' \
       "$out/ncu-gqa-$backend.log" | head -24
   done
+  # The ladder's before/after: each bundled H = 128 WS variant (bin/attn-bench-ws-<name>, not
+  # ws-h<H>-*) on both shapes, the same sections as main's WS kernel above.
+  for bin in "$g"/bin/attn-bench-ws-*; do
+    v=${bin##*/attn-bench-}
+    [[ $v =~ ^ws-h[0-9]+ ]] && continue
+    for shape in "--heads=16 --seq_lens=4096" "--heads=32 --kv_heads=8 --seq_lens=2048 --causal"; do
+      ATTN_FUSED_KERNEL=wgmma_ws timeout 90 $g/run "$ncu" --clock-control none -k regex:Fused -c 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+        "${bin##*/}" --backend=fused --dtypes=bfloat16 --batch=4 --head_dim=128 $shape \
+        --warmup=0 --repeats=1 > "$out/ncu-$v.log" 2>&1
+      echo "$v ($shape): ncu exit $?"
+      grep -E 'Duration|Pipe|Issue Slots|Warp Cycles Per Issued' "$out/ncu-$v.log" | head -12
+    done
+  done
 fi
