@@ -158,12 +158,13 @@ if has ncu; then
     v=${bin##*/attn-bench-}
     [[ $v =~ ^ws-h[0-9]+ ]] && continue
     for shape in "--heads=16 --seq_lens=4096" "--heads=32 --kv_heads=8 --seq_lens=2048 --causal"; do
+      tag=$([[ $shape == *causal ]] && echo gqa || echo t4096)
       ATTN_FUSED_KERNEL=wgmma_ws timeout 90 $g/run "$ncu" --clock-control none -k regex:Fused -c 1 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
         "${bin##*/}" --backend=fused --dtypes=bfloat16 --batch=4 --head_dim=128 $shape \
-        --warmup=0 --repeats=1 > "$out/ncu-$v.log" 2>&1
+        --warmup=0 --repeats=1 > "$out/ncu-$v-$tag.log" 2>&1
       echo "$v ($shape): ncu exit $?"
-      grep -E 'Duration|Pipe|Issue Slots|Warp Cycles Per Issued' "$out/ncu-$v.log" | head -12
+      grep -E 'Duration|Pipe|Issue Slots|Warp Cycles Per Issued' "$out/ncu-$v-$tag.log" | head -12
     done
   done
 fi
