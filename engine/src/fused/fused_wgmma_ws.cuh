@@ -14,7 +14,9 @@
 //    with it; q_full and q_empty do the same for Q, so a next item's Q and first K/V tiles load
 //    while the consumers finish this item's last tiles and write its output;
 //  - a consumer issues tile j's S = Q K^T, then tile j - 1's O += P V, and runs tile j's softmax
-//    while the tensor cores work through both (and through the other consumer's GEMMs).
+//    while the tensor cores work through both (and through the other consumer's GEMMs). So the
+//    source says; in the default build's SASS the wait for that P V comes before the softmax
+//    (ptxas hoists it), which ATTN_FUSED_WS_PIN_PV_WAIT below prevents.
 // Items go out in groups of (head, batch) pairs (ws_schedule.h), each group's query tiles
 // last-first (causal: the most keys first) across its pairs, so blocks running at the same time
 // read a few heads' K/V (L2 reuse) and the last items any block claims are the shortest: with one
