@@ -316,9 +316,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 // slower). The dynamic scheduler gained 2-10% at H = 128 (most where items are short: GQA T2048
 // causal), 3-15% at H = 96 and 4-6% at H = 64. Ping-pong (the consumers taking turns to issue
 // through named barriers) lost 1-10% at H = 96 and 128 and, with the dynamic scheduler, at
-// H = 64, and was removed. H = 256 fits only two stages of 64 keys and stays on the cp.async
-// wgmma kernel (WgmmaWsHeadDim; the WS build was 3-8% slower, 5-8% dynamic). The
-// ATTN_FUSED_WS_* macros exist for bench/fused_variants.sh.
+// H = 64, and is off (ATTN_FUSED_WS_PINGPONG, to time again with the pinned wait). H = 256 fits
+// only two stages of 64 keys and stays on the cp.async wgmma kernel (WgmmaWsHeadDim; the WS build
+// was 3-8% slower, 5-8% dynamic). The ATTN_FUSED_WS_* macros exist for bench/fused_variants.sh.
 #ifndef ATTN_FUSED_WS_STAGES
 #define ATTN_FUSED_WS_STAGES 3
 #endif
