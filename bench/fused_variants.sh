@@ -11,18 +11,15 @@ build=$1 out=$2; shift 2
 tests=0
 if [ "${1:-}" = --tests ]; then tests=1; shift; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/bench/fused_object.sh"
 mkdir -p "$out"
 for spec in "$@"; do
   name=${spec%%:*} rest=${spec#*:}
   hdim=${rest%%:*} flags=${rest#*:}
   work=$(mktemp -d)
-  obj="engine/CMakeFiles/attn_engine.dir/src/fused/fused_hdim$hdim.cu.o"
   # The build's own compile command for that object, with the variant's flags.
-  cmd=$(cd "$root/$build" && ninja -t commands "$obj" | tail -1)
-  cmd=${cmd/ -o $obj/ -o $work/fused_hdim$hdim.cu.o}
-  cmd=${cmd/ -MD -MT $obj -MF $obj.d/}
-  cmd="$cmd $flags"
-  (cd "$root/$build" && eval "$cmd")
+  cmd=$(fused_object_command "$root/$build" "$hdim" "$work/fused_hdim$hdim.cu.o")
+  (cd "$root/$build" && eval "$cmd $flags")
   cp "$root/$build/engine/libattn_engine.a" "$work/libattn_engine.a"
   ar r "$work/libattn_engine.a" "$work/fused_hdim$hdim.cu.o"
   for target in engine/attn-bench $([ $tests = 1 ] && echo tests/attn_engine_tests); do

@@ -36,25 +36,17 @@ if has sanitize; then
   echo "== compute-sanitizer: small problems on every kernel, then a forced-WS run of 512 items"
   gpu_sanitize '*FusedVersusReference*B2_T17_S17*:*FusedVersusReference*B1_T127_S33*:*FusedVersusReference*B2_T64_S256*:FusedBackend.ReadsStridedKv*' \
     150 memcheck racecheck synccheck
-  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   # The variants' test builds (fused_variants.sh --tests, bin/attn_engine_tests-ws-<variant>)
   # under racecheck (every hazard reported, with source lines where the variant has -lineinfo:
   # 'ws-lineinfo:128:-lineinfo') and synccheck, on a small H = 128 shape (one item a block) and
   # B8 T1000 causal (512 items of different lengths, several a block), every path forced in turn.
   for bin in "$g"/bin/attn_engine_tests-ws-*; do
     [ -x "$bin" ] || continue
-    v=${bin##*/attn_engine_tests-}
-    for tool in racecheck synccheck; do
-      opts=(--tool $tool --print-limit 0 --show-backtrace device)
-      [ $tool = synccheck ] || opts+=(--racecheck-report all)
-      timeout 200 $g/run "$cs" "${opts[@]}" "${bin##*/}" --gtest_brief=1 \
-        --gtest_filter='*FusedVersusReference*bfloat16_B2_T64_S256_N8_K8_H128*:*FusedVersusNaiveFloat32*bfloat16_B8_T1000_S1000_N8_K2_H128_causal' \
-        > "$out/$tool-$v.log" 2>&1
-      echo "$v $tool: exit $?"
-      grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool-$v.log" | head -3
-      grep -oE '[A-Za-z_./]+\.cuh?:[0-9]+' "$out/$tool-$v.log" | sort | uniq -c | sort -rn | head -8
-    done
+    sanitize_bin=${bin##*/} gpu_sanitize \
+      '*FusedVersusReference*bfloat16_B2_T64_S256_N8_K8_H128*:*FusedVersusNaiveFloat32*bfloat16_B8_T1000_S1000_N8_K2_H128_causal' \
+      200 racecheck synccheck
   done
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   # B8 T1000 N8 H128: 512 items, more than the SMs, causal lengths differing (WS forced).
   for tool in memcheck synccheck; do
     ATTN_FUSED_KERNEL=wgmma_ws timeout 120 $g/run "$cs" --tool $tool --error-exitcode 3 attn-bench \

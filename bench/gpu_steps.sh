@@ -29,17 +29,24 @@ gpu_tests() {
 }
 
 # gpu_sanitize FILTER SECONDS TOOL...: compute-sanitizer's TOOL (memcheck, racecheck, synccheck)
-# over attn_engine_tests on the gtest FILTER, its log in $out/<tool>.log; the summaries echoed.
+# over attn_engine_tests (or the bundled binary $sanitize_bin names, e.g. a variant's build) on
+# the gtest FILTER, its log in $out/<tool>[-<binary>].log; the summaries echoed, and the source
+# lines the reports name most (where the binary carries -lineinfo). racecheck reports every
+# hazard in full.
 gpu_sanitize() {
-  local filter=$1 limit=$2 bundle=${g:-.gpu} cs tool
+  local filter=$1 limit=$2 bundle=${g:-.gpu} bin=${sanitize_bin:-attn_engine_tests} cs tool log opts
   shift 2
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in "$@"; do
-    timeout "$limit" "$bundle/run" "$cs" --tool "$tool" --error-exitcode 3 attn_engine_tests \
-      --gtest_filter="$filter" --gtest_brief=1 > "$out/$tool.log" 2>&1
-    echo "$tool exit code $? ($(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' \
-      "$out/$tool.log") clean summaries)"
-    grep -E 'SUMMARY|PASSED|FAILED' "$out/$tool.log" | head -4
+    log=$out/$tool${sanitize_bin:+-$sanitize_bin}.log
+    opts=(--tool "$tool" --error-exitcode 3)
+    [ "$tool" != racecheck ] || opts+=(--racecheck-report all --print-limit 0)
+    timeout "$limit" "$bundle/run" "$cs" "${opts[@]}" "$bin" \
+      --gtest_filter="$filter" --gtest_brief=1 > "$log" 2>&1
+    echo "$bin $tool exit code $? ($(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' \
+      "$log") clean summaries)"
+    grep -E 'SUMMARY|PASSED|FAILED' "$log" | head -4
+    grep -oE '[A-Za-z_./]+\.cuh?:[0-9]+' "$log" | sort | uniq -c | sort -rn | head -8
   done
 }
 

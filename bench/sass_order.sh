@@ -33,12 +33,10 @@ PY
   rm -rf "$work"
 fi
 
-obj="engine/CMakeFiles/attn_engine.dir/src/fused/fused_hdim$hdim.cu.o"
+source "$root/bench/fused_object.sh"
 cubin=$(mktemp --suffix=.cubin)
 trap 'rm -f "$cubin"' EXIT
-cmd=$(cd "$root/$build" && ninja -t commands "$obj" | tail -1)
-cmd=${cmd/ -o $obj/ -o $cubin}
-cmd=${cmd/ -MD -MT $obj -MF $obj.d/}
+cmd=$(fused_object_command "$root/$build" "$hdim" "$cubin")
 cmd=${cmd/ -c / -cubin }
 cmd=$(sed -E 's/--generate-code=arch=compute_[0-9a]+,code=\[[^]]*\]/-arch=sm_90a/g' <<< "$cmd")
 (cd "$root/$build" && eval "$cmd $*")

@@ -169,6 +169,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // this pair: ATTN_FUSED_WS_ITEM_BARRIERS above).
   constexpr bool kDynamic = Traits::kDynamic;
   constexpr bool kItemBarriers = kDynamic && ATTN_FUSED_WS_ITEM_BARRIERS;
+  constexpr bool kPingPong = ATTN_FUSED_WS_PINGPONG, kPinPvWait = ATTN_FUSED_WS_PIN_PV_WAIT;
   __shared__ int64_t s_item;
   // 8 bytes a consumer warp for WgmmaWaitAfter.
   __shared__ __align__(8) float s_after_words[2 * 8];
@@ -230,8 +231,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       NamedBarrierSync(kWsItemFull, kWsItemThreads);
       w = s_item;
       if (w < items) NamedBarrierArrive(kWsItemEmpty, kWsItemThreads);
-      if (w >= items) break;
-      tma::MbarrierWait(q_full, local % 2);  // this item's Q is in
     } else {
       tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
       if constexpr (kDynamic) {
@@ -240,8 +239,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         // rewrite it.
         __syncwarp();
       }
-      if (w >= items) break;
     }
+    if (w >= items) break;
+    if (kItemBarriers) tma::MbarrierWait(q_full, local % 2);  // this item's Q is in
     const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
     const int q0 = item.q0, n_tiles = item.n_tiles;
     float o[kOBlocks][4];
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (n_tiles == 0 && lane == 0) tma::MbarrierArrive(q_empty);
     // Ping-pong: consumer 0 goes first in each item; consumer 1 arrives once ahead and skips its
     // last arrival, so every arrival meets a sync within the item.
-    if (ATTN_FUSED_WS_PINGPONG && c == 1 && n_tiles > 0) NamedBarrierArrive(kWsTurn, 256);
+    if (kPingPong && c == 1 && n_tiles > 0) NamedBarrierArrive(kWsTurn, 256);
     // Tile j (ring position it + j): S = Q K^T issued, with tile j - 1's P V behind it where
     // kWithPv, awaited, masked and turned into P; O rescaled once that P V is in.
     auto step = [&](int j, auto with_pv) {
@@ -261,10 +261,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const uint32_t stage = (it + j) % kStages, prev = (it + j + kStages - 1) % kStages;
       tma::MbarrierWait(full0 + 8 * stage, ((it + j) / kStages) % 2);
       float s[kSBlocks][4];
-      if (ATTN_FUSED_WS_PINGPONG) NamedBarrierSync(kWsTurn + c, 256);
+      if (kPingPong) NamedBarrierSync(kWsTurn + c, 256);
       IssueScores<kHeadDim, kBlockM, kBlockN, T>(s, s_q, c * 64, s_k + stage * Traits::kKvBytes);
       if constexpr (kWithPv) IssuePv<kHeadDim, kBlockN, T>(o, pa, s_v + prev * Traits::kKvBytes);
-      if (ATTN_FUSED_WS_PINGPONG && !(c == 1 && j == n_tiles - 1)) {
+      if (kPingPong && !(c == 1 && j == n_tiles - 1)) {
         NamedBarrierArrive(kWsTurn + 1 - c, 256);
       }
       WgmmaWait<kWithPv ? 1 : 0>();  // S is in; tile j - 1's P V may still run
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const bool moved = __any_sync(0xffffffffu, OnlineSoftmax(s, softmax, p.scale_log2, alpha));
       if constexpr (kWithPv) {
         // Tile j - 1's P V is in O: its stage is free, O may be rescaled.
-        if constexpr (ATTN_FUSED_WS_PIN_PV_WAIT) {
+        if constexpr (kPinPvWait) {
           WgmmaWaitAfter<0>(softmax.sum, s_after + 8 * (warp + 4 * c));
         } else {
           WgmmaWait<0>();
