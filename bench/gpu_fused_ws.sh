@@ -57,21 +57,6 @@ if has sanitize; then
   done
 fi
 
-# attn-bench with the peers' protocol (10 warm-ups, median of 50 event-timed calls): $1 the
-# binary, $2 ATTN_FUSED_KERNEL, $3 the backend; the judged shapes of issue 23.
-judged() {
-  local bin=$1 kernel=$2 backend=${3:-fused}
-  b() {
-    timeout 60 env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run $bin --backend=$backend --dtypes=bfloat16 --warmup=10 \
-      --repeats=50 "$@" 2>&1 | grep -E "^$backend " | sed "s/^/[$bin ${kernel:-auto}] /"
-  }
-  for c in --causal ""; do
-    b --batch=4 --heads=16 --head_dim=128 --seq_lens=4096,8192 $c
-  done
-  for k in 32 8 1; do
-    b --batch=4 --heads=32 --kv_heads=$k --head_dim=128 --seq_lens=2048 --causal
-  done
-}
 other_heads() {
   local kernel=$1 backend=${2:-fused}
   for h in 64 96 256; do
@@ -87,7 +72,8 @@ other_heads() {
 }
 if has bench; then
   echo "== H128 judged shapes: wgmma (before), wgmma_ws, our cudnn"
-  { judged attn-bench wgmma; judged attn-bench wgmma_ws; judged attn-bench "" cudnn; } 2>&1 | tee "$out/judged.log"
+  { gpu_judged attn-bench wgmma; gpu_judged attn-bench wgmma_ws; gpu_judged attn-bench "" cudnn; } 2>&1 \
+    | tee "$out/judged.log"
   echo "== head dims 64, 96, 256 and the codelab shapes: wgmma, wgmma_ws, our cudnn"
   { other_heads wgmma; other_heads wgmma_ws; other_heads ""; other_heads "" cudnn; } 2>&1 | tee "$out/heads.log"
   echo "== peers: PyTorch SDPA flash (FlashAttention-2) and cuDNN"
@@ -99,7 +85,7 @@ if has bench; then
   PYTHONUNBUFFERED=1 timeout 240 python3 $g/peers.py "${shapes[@]}" --impl torch_flash,torch_cudnn 2>&1 \
     | grep -v Warn | tee "$out/peers.log"
   echo "== H128 again (drift)"
-  { judged attn-bench wgmma; judged attn-bench wgmma_ws; } 2>&1 | tee -a "$out/judged.log"
+  { gpu_judged attn-bench wgmma; gpu_judged attn-bench wgmma_ws; } 2>&1 | tee -a "$out/judged.log"
 fi
 
 if has variants; then
@@ -115,7 +101,7 @@ if has variants; then
           | grep -E '^fused ' | sed "s/^/[$v wgmma_ws] /"
       done
     else
-      judged "$v" wgmma_ws
+      gpu_judged "$v" wgmma_ws
     fi
   done 2>&1 | tee "$out/variants.log"
 fi

@@ -62,3 +62,23 @@ gpu_bench_probe() {
   [ $rc -eq 0 ] || echo "$bin: skipped, a small forced-WS run exited $rc (124: timed out)"
   return $rc
 }
+
+# gpu_judged BIN KERNEL [BACKEND [TAG]]: issue 23's judged H = 128 shapes (B4 N16 T 4096 and 8192,
+# causal and not; GQA B4 T2048 N32 K 32/8/1 causal) on attn-bench BIN (bin/attn-bench-<variant>
+# for a variant) with the peers' protocol (10 warm-ups, median of 50 event-timed calls),
+# ATTN_FUSED_KERNEL=KERNEL where it is not empty; each result line tagged "[TAG] " (by default
+# "[BIN KERNEL] ", KERNEL "auto" where empty).
+gpu_judged() {
+  local bin=$1 kernel=$2 backend=${3:-fused} bundle=${g:-.gpu} c k
+  local tag=${4:-$bin ${kernel:-auto}}
+  _gpu_judged_one() {
+    timeout 60 env ${kernel:+ATTN_FUSED_KERNEL=$kernel} "$bundle/run" "$bin" --backend="$backend" \
+      --dtypes=bfloat16 --warmup=10 --repeats=50 "$@" 2>&1 | grep -E "^$backend " | sed "s/^/[$tag] /"
+  }
+  for c in --causal ""; do
+    _gpu_judged_one --batch=4 --heads=16 --head_dim=128 --seq_lens=4096,8192 $c
+  done
+  for k in 32 8 1; do
+    _gpu_judged_one --batch=4 --heads=32 --kv_heads=$k --head_dim=128 --seq_lens=2048 --causal
+  done
+}
