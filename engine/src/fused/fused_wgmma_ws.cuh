@@ -14,9 +14,9 @@
 //    with it; q_full and q_empty do the same for Q, so a next item's Q and first K/V tiles load
 //    while the consumers finish this item's last tiles and write its output;
 //  - a consumer issues tile j's S = Q K^T, then tile j - 1's O += P V, and runs tile j's softmax
-//    while the tensor cores work through both (and through the other consumer's GEMMs). So the
-//    source says; in the default build's SASS the wait for that P V comes before the softmax
-//    (ptxas hoists it), which ATTN_FUSED_WS_PIN_PV_WAIT below prevents.
+//    while the tensor cores work through both (and through the other consumer's GEMMs). The
+//    wait for that P V is pinned after the softmax (WgmmaWaitAfter): left to itself, ptxas
+//    hoists it above, and the softmax runs with the tensor cores idle (NOTES.md, 2026-12-06).
 // Items go out in groups of (head, batch) pairs (ws_schedule.h), each group's query tiles
 // last-first (causal: the most keys first) across its pairs, so blocks running at the same time
 // read a few heads' K/V (L2 reuse) and the last items any block claims are the shortest: with one
@@ -46,26 +46,7 @@ namespace attn::fused {
 constexpr int kWsProducerRegisters = 24;
 constexpr int kWsConsumerRegisters = 240;
 
-// 1: a consumer's wait for tile j - 1's P V stays after tile j's softmax (WgmmaWaitAfter), where
-// ptxas otherwise puts it before (NOTES.md, 2026-12-05 evening): the softmax then runs under
-// that P V, as the schedule below means it to. Off until timed on a GPU (bench/gpu_fused_ws.sh
-// variants: ws-pin).
-#ifndef ATTN_FUSED_WS_PIN_PV_WAIT
-#define ATTN_FUSED_WS_PIN_PV_WAIT 0
-#endif
-
-// 1: the dynamic scheduler's item number goes from the producer to the consumers through two
-// named barriers (FlashAttention-3's hand-off) instead of riding on q_full and q_empty.
-// compute-sanitizer's racecheck reports the mbarrier hand-off (the consumers' read of s_item
-// against the producer's next write: NOTES.md), apparently not counting mbarrier phases as
-// ordering plain shared-memory accesses; it does count bar.sync. Off until run on a GPU
-// (bench/gpu_fused_ws.sh, variant ws-items).
-#ifndef ATTN_FUSED_WS_ITEM_BARRIERS
-#define ATTN_FUSED_WS_ITEM_BARRIERS 0
-#endif
-// The hand-off's named barriers (0 is __syncthreads'), each of the producer's warp (its one
-// thread; the warp counts once its other lanes have exited) and the consumers' eight warps.
-constexpr int kWsItemFull = 1, kWsItemEmpty = 2, kWsItemThreads = 32 + 256;
+// Named barriers (0 is __syncthreads'), for ping-pong below.
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   asm volatile("barrier.cta.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -75,8 +56,8 @@ __device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
 
 // 1: ping-pong (FlashAttention-3's inter-warpgroup overlap): the consumers take turns issuing a
 // step's GEMMs, consumer c after named barrier kWsTurn + c, so one's softmax runs under the
-// other's GEMMs. Measured a loss at H = 96 and 128 (NOTES.md, 2026-12-05) while the P V wait
-// sat before the softmax; to be timed again with ATTN_FUSED_WS_PIN_PV_WAIT (variant ws-pin-pp).
+// other's GEMMs. Measured a loss at H = 96 and 128 (NOTES.md, 2026-12-05), and again, 8-12% at
+// H = 128, with the P V wait pinned after the softmax (H200, 2026-12-06): off.
 #ifndef ATTN_FUSED_WS_PINGPONG
 #define ATTN_FUSED_WS_PINGPONG 0
 #endif
@@ -160,16 +141,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   __syncthreads();  // the barriers are set up; no block-wide barrier after this point
 
   // One item a block: blockIdx.x. kDynamic: the producer claims each item and hands its number
-  // to the consumers in s_item, a number >= items ending the block. kItemBarriers: written
-  // before the producer's arrival on kWsItemFull, read after the consumers' sync on it,
-  // rewritten after the producer's sync on kWsItemEmpty, where each consumer warp arrives once
-  // it has read it. Otherwise: written before the producer's arrival on q_full (a release), read
-  // once that phase has completed (an acquire), rewritten only after q_empty says every consumer
-  // warp is past reading it, the end signalled with a plain arrival on q_full (racecheck reports
-  // this pair: ATTN_FUSED_WS_ITEM_BARRIERS above).
+  // to the consumers in s_item, a number >= items ending the block: written before the
+  // producer's arrival on q_full (a release), read once that phase has completed (an acquire),
+  // rewritten only after q_empty says every consumer warp is past reading it, the end signalled
+  // with a plain arrival on q_full. compute-sanitizer's racecheck reports this pair (NOTES.md);
+  // handing the number over through named barriers instead (FlashAttention-3's way) left the
+  // reports and cost 4% at GQA (H200, 2026-12-06).
   constexpr bool kDynamic = Traits::kDynamic;
-  constexpr bool kItemBarriers = kDynamic && ATTN_FUSED_WS_ITEM_BARRIERS;
-  constexpr bool kPingPong = ATTN_FUSED_WS_PINGPONG, kPinPvWait = ATTN_FUSED_WS_PIN_PV_WAIT;
+  constexpr bool kPingPong = ATTN_FUSED_WS_PINGPONG;
   __shared__ int64_t s_item;
   // 8 bytes a consumer warp for WgmmaWaitAfter.
   __shared__ __align__(8) float s_after_words[2 * 8];
@@ -184,12 +163,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (!kDynamic) return;
         tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done, s_item read
         w = claimed;
-        if (kItemBarriers) NamedBarrierSync(kWsItemEmpty, kWsItemThreads);
       }
       if (kDynamic) s_item = w;
-      if (kItemBarriers) NamedBarrierArrive(kWsItemFull, kWsItemThreads);
       if (w >= items) {
-        if (!kItemBarriers) tma::MbarrierArrive(q_full);
+        tma::MbarrierArrive(q_full);
         return;
       }
       const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
@@ -227,21 +204,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   uint32_t it = 0;  // as the producer's
   for (int local = 0; kDynamic || local == 0; ++local) {
     int64_t w = blockIdx.x;
-    if constexpr (kItemBarriers) {
-      NamedBarrierSync(kWsItemFull, kWsItemThreads);
+    tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
+    if constexpr (kDynamic) {
       w = s_item;
-      if (w < items) NamedBarrierArrive(kWsItemEmpty, kWsItemThreads);
-    } else {
-      tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
-      if constexpr (kDynamic) {
-        w = s_item;
-        // Every lane has read s_item before lane 0's arrival on q_empty lets the producer
-        // rewrite it.
-        __syncwarp();
-      }
+      // Every lane has read s_item before lane 0's arrival on q_empty lets the producer
+      // rewrite it.
+      __syncwarp();
     }
     if (w >= items) break;
-    if (kItemBarriers) tma::MbarrierWait(q_full, local % 2);  // this item's Q is in
     const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
     const int q0 = item.q0, n_tiles = item.n_tiles;
     float o[kOBlocks][4];
@@ -278,12 +248,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       float alpha[2];
       const bool moved = __any_sync(0xffffffffu, OnlineSoftmax(s, softmax, p.scale_log2, alpha));
       if constexpr (kWithPv) {
-        // Tile j - 1's P V is in O: its stage is free, O may be rescaled.
-        if constexpr (kPinPvWait) {
-          WgmmaWaitAfter<0>(softmax.sum, s_after + 8 * (warp + 4 * c));
-        } else {
-          WgmmaWait<0>();
-        }
+        // Tile j - 1's P V is in O: its stage is free, O may be rescaled. The wait stays here,
+        // after the softmax (WgmmaWaitAfter), for the softmax to run under that P V.
+        WgmmaWaitAfter<0>(softmax.sum, s_after + 8 * (warp + 4 * c));
         FenceRegisters(Flat(o));
         if (lane == 0) tma::MbarrierArrive(empty0 + 8 * prev);
       }
@@ -316,7 +283,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 // slower). The dynamic scheduler gained 2-10% at H = 128 (most where items are short: GQA T2048
 // causal), 3-15% at H = 96 and 4-6% at H = 64. Ping-pong (the consumers taking turns to issue
 // through named barriers) lost 1-10% at H = 96 and 128 and, with the dynamic scheduler, at
-// H = 64, and is off (ATTN_FUSED_WS_PINGPONG, to time again with the pinned wait). H = 256 fits
+// H = 64, 8-12% with the P V wait pinned (H200), and is off (ATTN_FUSED_WS_PINGPONG). H = 256 fits
 // only two stages of 64 keys and stays on the cp.async wgmma kernel (WgmmaWsHeadDim; the WS build
 // was 3-8% slower, 5-8% dynamic). The ATTN_FUSED_WS_* macros exist for bench/fused_variants.sh.
 #ifndef ATTN_FUSED_WS_STAGES
