@@ -46,6 +46,14 @@ namespace attn::fused {
 constexpr int kWsProducerRegisters = 24;
 constexpr int kWsConsumerRegisters = 240;
 
+// 1: the dynamic scheduler's item number goes to the consumers by st.async, completing on q_full
+// as Q's TMA bytes do, instead of a plain store before the producer's arrival: racecheck reports
+// that store against the consumers' read (NOTES.md), and it reported nothing on the split-KV
+// kernel's TMA-written tiles read by ldmatrix. Off until run on a GPU (variant ws-async).
+#ifndef ATTN_FUSED_WS_ITEM_ASYNC
+#define ATTN_FUSED_WS_ITEM_ASYNC 0
+#endif
+
 // Named barriers (0 is __syncthreads'), for ping-pong below.
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   asm volatile("barrier.cta.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -148,8 +156,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // handing the number over through named barriers instead (FlashAttention-3's way) left the
   // reports and cost 4% at GQA (H200, 2026-12-06).
   constexpr bool kDynamic = Traits::kDynamic;
+  constexpr bool kItemAsync = kDynamic && ATTN_FUSED_WS_ITEM_ASYNC;
   constexpr bool kPingPong = ATTN_FUSED_WS_PINGPONG;
   __shared__ int64_t s_item;
+  const uint32_t s_item_addr = static_cast<uint32_t>(__cvta_generic_to_shared(&s_item));
   // 8 bytes a consumer warp for WgmmaWaitAfter.
   __shared__ __align__(8) float s_after_words[2 * 8];
   const uint32_t s_after = static_cast<uint32_t>(__cvta_generic_to_shared(s_after_words));
@@ -164,13 +174,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done, s_item read
         w = claimed;
       }
-      if (kDynamic) s_item = w;
+      if (kDynamic && !kItemAsync) s_item = w;
       if (w >= items) {
-        tma::MbarrierArrive(q_full);
+        if (kItemAsync) {
+          tma::MbarrierArriveExpectTx(q_full, 8);
+          tma::StAsync64(s_item_addr, w, q_full);
+        } else {
+          tma::MbarrierArrive(q_full);
+        }
         return;
       }
       const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
-      tma::MbarrierArriveExpectTx(q_full, Traits::kQBytes);
+      tma::MbarrierArriveExpectTx(q_full, Traits::kQBytes + (kItemAsync ? 8 : 0));
+      if (kItemAsync) tma::StAsync64(s_item_addr, w, q_full);
 #pragma unroll
       for (int r = 0; r < Traits::kRegions; ++r) {
         tma::TmaLoad4d(s_q + r * kBlockM * 128, &maps.q, q_full, r * 64, item.head, item.q0,
@@ -206,7 +222,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     int64_t w = blockIdx.x;
     tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
     if constexpr (kDynamic) {
-      w = s_item;
+      // kItemAsync: no C++ store writes it (st.async does), so read it as volatile.
+      w = kItemAsync ? *static_cast<volatile int64_t*>(&s_item) : s_item;
       // Every lane has read s_item before lane 0's arrival on q_empty lets the producer
       // rewrite it.
       __syncwarp();
