@@ -3,7 +3,7 @@
 # forced on every shape too), compute-sanitizer on small split-KV problems, then decode shapes
 # (N32 K8 H128 bf16) on our fused kernels beside our cudnn and PyTorch SDPA's flash and cuDNN
 # backends, and the judged prefill shapes (the kernels' shared pieces changed). Logs under $OUT.
-#   bash bench/gpu_decode.sh [tests] [sanitize] [bench] [ragged] [variants] [prefill] [ncu]
+#   bash bench/gpu_decode.sh [tests] [sanitize] [bench] [stages] [ragged] [variants] [prefill] [ncu]
 #   (default: tests sanitize bench ragged prefill)
 # carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench)
 set -uo pipefail
@@ -53,6 +53,15 @@ if has bench; then
     --impl torch_flash,torch_cudnn 2>&1 | grep -v Warn | tee "$out/decode_peers.log"
   echo "== ours again (drift)"
   decode "" 2>&1 | tee -a "$out/decode.log"
+fi
+
+if has stages; then
+  # The TMA path's K/V stage depth forced (ATTN_SPLIT_KV_STAGES, split_kv_plan.h), beside the
+  # automatic plan (2 or 3): whether the H200 needs more bytes in flight a block than the H100,
+  # where 2-6 stages made no difference (fused NOTES, issue 24).
+  echo "== decode at forced stage depths (automatic first)"
+  { decode ""; for n in 2 3 4 5 6; do ATTN_SPLIT_KV_STAGES=$n decode "" | sed "s/^/[stages=$n] /"; done
+    decode ""; } 2>&1 | tee "$out/stages.log"
 fi
 
 if has ragged; then

@@ -11,6 +11,7 @@
 #include "attn/registry.h"
 #include "engine/test_util.h"
 #include "fused/fused_kernels.h"
+#include "fused/split_kv_plan.h"
 #include "gtest/gtest.h"
 
 namespace attn::testing {
@@ -280,6 +281,35 @@ TEST(FusedBackend, PicksSplitKvForShortQueries) {
   EXPECT_EQ(automatic, RunOn(in, FusedPath::kSplitKv));
   EXPECT_NE(automatic, RunOn(in, FusedPath::kMmaSync))
       << "identical bits: is the split-KV kernel running?";
+}
+
+TEST(FusedBackend, SplitKvGivesTheSameBitsAtEveryForcedStageDepth) {
+  ATTN_REQUIRE_GPU();
+  // The stage depth only moves where tiles wait in shared memory, never the order of the
+  // arithmetic, so every depth the TMA path may be forced to (SetSplitKvStagesOverride) must give
+  // the automatic plan's bits: decode with one and with several splits, 16 queries (four row
+  // slices), ragged lengths ending inside a tile, and one key. Where the plan has no TMA (other
+  // GPUs), the override leaves it alone and the bits are trivially the same.
+  const Shape shapes[] = {{16, 1, 4000, 16, 4, 128},
+                          {1, 1, 9000, 32, 8, 128},
+                          {2, 16, 2000, 16, 4, 64},
+                          {3, 1, 1, 8, 2, 128}};
+  for (const Shape& sh : shapes) {
+    for (bool ragged : {false, true}) {
+      AttentionProblem p = ProblemOf(sh, DType::kBFloat16, false);
+      if (ragged) p = WithRandomKvLens(p, static_cast<uint64_t>(sh.s));
+      const Inputs in = RandomInputs(p, 41);
+      const std::vector<double> automatic = RunOn(in, FusedPath::kSplitKv);
+      ASSERT_FALSE(automatic.empty()) << p.ToString();
+      EXPECT_TRUE(Compare(automatic, Reference(in), ToleranceFor(p.dtype)).within) << p.ToString();
+      for (int stages = 2; stages <= kSplitKvMaxTmaStages; ++stages) {
+        SetSplitKvStagesOverride(stages);
+        const std::vector<double> forced = RunOn(in, FusedPath::kSplitKv);
+        SetSplitKvStagesOverride(std::nullopt);
+        EXPECT_EQ(forced, automatic) << p.ToString() << " at " << stages << " stages";
+      }
+    }
+  }
 }
 
 TEST(FusedBackend, KvLensOnEveryKernel) {

@@ -3,6 +3,7 @@
 #include "fused/split_kv_plan.h"
 
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "engine/test_util.h"
@@ -157,6 +158,47 @@ TEST(SplitKvPlan, SplitsStayWithinTheGridsLimit) {
   const FusedSplitKv plan = PlanSplitKv(p, many);
   EXPECT_LE(plan.splits, 65535);
   ExpectCoversTheKeys(plan, int64_t{1} << 25);
+}
+
+// Restores the automatic stage choice when a test ends.
+class ScopedStages {
+ public:
+  explicit ScopedStages(std::optional<int> stages) { SetSplitKvStagesOverride(stages); }
+  ~ScopedStages() { SetSplitKvStagesOverride(std::nullopt); }
+};
+
+TEST(SplitKvPlan, ForcedStagesApplyToTmaPlansThatFit) {
+  const AttentionProblem p = Decode(16, 1, 8192);
+  for (int stages = 2; stages <= kSplitKvMaxTmaStages; ++stages) {
+    ScopedStages scoped(stages);
+    EXPECT_EQ(PlanSplitKv(p, kH200).stages, stages);
+    // The pieces of a call keep the whole call's stages.
+    EXPECT_EQ(PlanSplitKvPiece(Decode(4, 1, 8192), p, kH200).stages, stages);
+  }
+  EXPECT_EQ(PlanSplitKv(p, kH200).stages, 3);  // automatic again
+}
+
+TEST(SplitKvPlan, ForcedStagesLeaveOtherPlansAutomatic) {
+  const AttentionProblem l4_decode = Decode(16, 1, 8192);
+  const AttentionProblem h96 = ProblemOf({4, 1, 4096, 32, 8, 96}, DType::kBFloat16, false);
+  const AttentionProblem h256 = ProblemOf({4, 1, 4096, 32, 8, 256}, DType::kBFloat16, false);
+  const DeviceInfo l4 = FakeGpu(8, 9);
+  const int automatic_l4 = PlanSplitKv(l4_decode, l4).stages;
+  const int automatic_h96 = PlanSplitKv(h96, kH200).stages;
+  const int automatic_h256 = PlanSplitKv(h256, kH200).stages;
+  ScopedStages scoped(6);
+  // cp.async plans (the L4; H = 96 on Hopper) keep their two or three stages.
+  EXPECT_EQ(PlanSplitKv(l4_decode, l4).stages, automatic_l4);
+  EXPECT_EQ(PlanSplitKv(h96, kH200).stages, automatic_h96);
+  // Six stages of H = 256 rows do not fit a block's 227 KiB: the automatic choice stays.
+  EXPECT_GT(SplitKvSmemBytes(256, 1, 6), kH200.shared_memory_per_block);
+  EXPECT_EQ(PlanSplitKv(h256, kH200).stages, automatic_h256);
+  EXPECT_EQ(PlanSplitKv(Decode(16, 1, 8192), kH200).stages, 6);
+  // Numbers outside 2..kSplitKvMaxTmaStages mean automatic.
+  for (int bad : {0, 1, kSplitKvMaxTmaStages + 1}) {
+    SetSplitKvStagesOverride(bad);
+    EXPECT_EQ(PlanSplitKv(Decode(16, 1, 8192), kH200).stages, 3) << bad;
+  }
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ struct FusedSplitKv {
   int row_groups = 1;  // blocks along the packed rows: ceil(T * group / (16 * row_tiles))
   int splits = 1;      // key ranges per (batch, K/V head, row group), one block each
   int split_keys = 0;  // keys per range: a multiple of kSplitKvTileKeys
-  int stages = 2;      // K/V tile pairs in shared memory: 2 or 3 (split_kv_plan.cc)
+  int stages = 2;      // K/V tile pairs in shared memory: 2 or 3, up to kSplitKvMaxTmaStages forced
   bool tma = false;    // K/V through TMA bulk tensor copies (compute capability 9.0+, H % 64 == 0)
   // The merge kernel launched as a programmatic dependent of the split kernel (compute capability
   // 9.0+): it starts while the split kernel's last blocks run and waits for their memory.
@@ -61,8 +61,10 @@ struct FusedSplitKv {
 
 // The split-KV kernel's shared memory: 16 * row_tiles padded Q rows, `stages` K/V tile pairs of
 // kSplitKvTileKeys keys (all but one in flight while one is computed), and the warps' row
-// statistics. split_kv_plan.cc picks the stages (2 or 3) that fit the device.
+// statistics. split_kv_plan.cc picks the stages (2 or 3) that fit the device; TMA plans may be
+// forced to more (SetSplitKvStagesOverride), up to the kernel's barriers for them.
 constexpr int kSplitKvTileKeys = 64;
+constexpr int kSplitKvMaxTmaStages = 6;
 constexpr int kSplitKvWarps = 4;
 constexpr int64_t kMaxGridYz = 65535;  // CUDA's limit on gridDim.y and gridDim.z
 constexpr int SplitKvSmemBytes(int head_dim, int row_tiles, int stages) {

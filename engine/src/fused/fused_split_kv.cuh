@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* const s_q = reinterpret_cast<T*>(smem_raw);
-  const int stages = plan.stages;  // 2 or 3
+  const int stages = plan.stages;  // 2 or 3; with TMA up to kSplitKvMaxTmaStages
   // Stage i: K then V. Padded rows for cp.async; 128-byte swizzled regions, 1024-byte aligned,
   // for TMA (Traits::kTmaTileBytes).
   constexpr int kStageBytes = kTma ? 2 * Traits::kTmaTileBytes : 2 * Traits::kKvElems * 2;
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
   const uint32_t kv_addr = static_cast<uint32_t>(__cvta_generic_to_shared(s_kv));
   float* const s_stats = reinterpret_cast<float*>(s_kv + stages * kStageBytes);
   // kTma: one mbarrier a stage, its phase completing when the stage's K and V are in.
-  __shared__ uint64_t s_full[3];
+  __shared__ uint64_t s_full[kSplitKvMaxTmaStages];
   const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(s_full));
   float* const s_o = reinterpret_cast<float*>(s_kv);  // after the loop: [warp][16][kHeadDim]
   const int slice = warp % row_tiles, key_slice = warp / row_tiles;

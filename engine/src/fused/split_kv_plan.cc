@@ -3,7 +3,9 @@
 #include "fused/split_kv_plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -51,7 +53,23 @@ int Stages(const AttentionProblem& p, const DeviceInfo& device) {
 // the two the model picked without this term.
 constexpr int64_t kMergeTiles = 4;
 
+// 0: automatic; otherwise the stages SetSplitKvStagesOverride or ATTN_SPLIT_KV_STAGES forced.
+int ValidStagesOverride(int stages) {
+  return stages >= 2 && stages <= kSplitKvMaxTmaStages ? stages : 0;
+}
+std::atomic<int>& StagesOverride() {
+  static std::atomic<int> forced([] {
+    const char* v = std::getenv("ATTN_SPLIT_KV_STAGES");
+    return v == nullptr ? 0 : ValidStagesOverride(std::atoi(v));
+  }());
+  return forced;
+}
+
 }  // namespace
+
+void SetSplitKvStagesOverride(std::optional<int> stages) {
+  StagesOverride().store(stages ? ValidStagesOverride(*stages) : 0, std::memory_order_relaxed);
+}
 
 bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device) {
   return Stages(p, device) > 0;
@@ -74,6 +92,12 @@ FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   plan.row_groups = RowGroups(p, plan.row_tiles);
   plan.stages = Stages(p, device);
   plan.tma = device.cc_major >= 9 && p.head_dim % 64 == 0;
+  if (const int forced = StagesOverride().load(std::memory_order_relaxed);
+      plan.tma && forced > 0 &&
+      SplitKvSmemBytes(static_cast<int>(p.head_dim), plan.row_tiles, forced) <=
+          device.shared_memory_per_block) {
+    plan.stages = forced;
+  }
   plan.dependent_merge = device.cc_major >= 9;
   const int multiprocessors = device.multiprocessors;
   // Keys the last query sees (top-left causal), the most any block streams.

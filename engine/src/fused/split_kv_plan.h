@@ -3,12 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "attn/device.h"
 #include "attn/problem.h"
 #include "fused/fused_kernels.h"
 
 namespace attn {
+
+// Forces the K/V stages of TMA plans (plan.tma) to `stages`, 2..kSplitKvMaxTmaStages, where a
+// block of them fits the device (else the automatic choice stays); std::nullopt, or a number
+// outside that range, restores the automatic choice. ATTN_SPLIT_KV_STAGES sets it at start-up.
+// For measurements (how deep the H200's loads must go) and the tests of those depths.
+void SetSplitKvStagesOverride(std::optional<int> stages);
 
 // Whether the kernel's blocks for `p` fit `device`'s shared memory (not H = 256 on an L4).
 bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device);
