@@ -10,7 +10,8 @@
 //    (grid: (K/V heads x row groups) x splits x batch, K/V heads fastest), sized by PlanSplitKv
 //    (split_kv_plan.h) to fill the GPU;
 //  - K/V tiles of kTileKeys keys stream through 2 or 3 shared-memory stages (all but one in
-//    flight while one is computed; the plan fits them to the device): on compute capability 9.0+
+//    flight while one is computed; the plan fits them to the device; TMA plans up to
+//    kSplitKvMaxTmaStages where forced, SetSplitKvStagesOverride): on compute capability 9.0+
 //    for H a multiple of 64, TMA box copies issued by one thread into 128-byte-swizzled tiles
 //    with an mbarrier a stage (plan.tma; H200: T16 0.237 -> 0.211 ms, T1 2-3% faster), else
 //    cp.async by every thread into padded rows; a block's four
@@ -63,7 +64,8 @@ struct SplitKvTraits {
   // Unpadded rows save 16 bytes a row, 2 KiB a stage, more than the alignment and the barriers
   // take, so the padded layout's SmemBytes holds it.
   static constexpr int kTmaTileBytes = kTileKeys * kHeadDim * 2;
-  static_assert(kTileKeys * 16 * 2 >= 1024 + 8 * 3, "the TMA layout fits the padded one's bytes");
+  static_assert(kTileKeys * 16 * 2 >= 1024 + 8 * kSplitKvMaxTmaStages,
+                "the TMA layout fits the padded one's bytes");
 };
 
 template <typename Traits, typename T, bool kTma>
