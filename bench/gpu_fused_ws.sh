@@ -12,8 +12,7 @@
 #   .gpu-var/attn-bench-ws-* .gpu-var/attn_engine_tests-ws-*). Logs under $OUT (only 8 files
 #   come back: the step logs first). E.g. one block an item instead of the dynamic scheduler,
 #   tests included: bash bench/fused_variants.sh build .gpu-var --tests 'ws-static:128:-DATTN_FUSED_WS_DYNAMIC=0'
-#   Ping-pong: 'ws-pp:128:-DATTN_FUSED_WS_PINGPONG=1'; the item number by st.async (racecheck):
-#   'ws-async:128:-DATTN_FUSED_WS_ITEM_ASYNC=1 -lineinfo' (with --tests). A build of another commit bundled as
+#   Ping-pong: 'ws-pp:128:-DATTN_FUSED_WS_PINGPONG=1'. A build of another commit bundled as
 #   bin/attn-bench-ws-<name> (or ws-h<H>-<name> for head dim H) is timed beside this one the same way.
 #   (the sanitize step runs racecheck and synccheck on every bundled attn_engine_tests-ws-*).
 # The sanitize step's 512-item run uses attn-bench; run it on a variant's binary by hand.

@@ -47,6 +47,12 @@ gpu_sanitize() {
       "$log") clean summaries)"
     grep -E 'SUMMARY|PASSED|FAILED' "$log" | head -4
     grep -oE '[A-Za-z_./]+\.cuh?:[0-9]+' "$log" | sort | uniq -c | sort -rn | head -8
+    # racecheck's own summary, one line per distinct pair of instructions (kernel + offset,
+    # cuobjdump -sass names them): a pair not seen before is a new hazard to read.
+    [ "$tool" != racecheck ] || grep -A1 'Error: Race reported between' "$log" | grep -v '^--' \
+      | paste - - | sed -E 's/=+ *//g; s/Error: Race reported between //; s/attn::(fused::)?//g;
+          s/\((int|bool)\)//g; s/\(FusedParams[^)]*\)//g; s/ \[[0-9]+ hazards\]//; s/[[:space:]]+/ /g' \
+      | sort | uniq -c | head -12
   done
 }
 

@@ -50,16 +50,6 @@ __device__ __forceinline__ void MbarrierWait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-// Writes `value` to shared address `dst` through the async proxy, completing 8 bytes on `bar`
-// (both in this block's shared memory): a message that is in once the barrier's phase completes,
-// as a TMA copy's bytes are, with no plain shared-memory store beside it.
-__device__ __forceinline__ void StAsync64(uint32_t dst, int64_t value, uint32_t bar) {
-  ATTN_TMA_ASM(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.s64 [%0], %1, [%2];\n" ::"r"(dst),
-      "l"(value), "r"(bar)
-      : "memory");
-}
-
 // Copies the box at element coordinates (c0, c1, c2, c3) (innermost first) of the 4-dim tensor
 // `map` describes into shared memory at `dst` (aligned as the map's swizzle needs: 1024 bytes
 // for 128-byte swizzle), completing its bytes on `bar`. `map` must live in kernel parameters

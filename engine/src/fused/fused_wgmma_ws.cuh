@@ -46,14 +46,6 @@ namespace attn::fused {
 constexpr int kWsProducerRegisters = 24;
 constexpr int kWsConsumerRegisters = 240;
 
-// 1: the dynamic scheduler's item number goes to the consumers by st.async, completing on q_full
-// as Q's TMA bytes do, instead of a plain store before the producer's arrival: racecheck reports
-// that store against the consumers' read (NOTES.md), and it reported nothing on the split-KV
-// kernel's TMA-written tiles read by ldmatrix. Off until run on a GPU (variant ws-async).
-#ifndef ATTN_FUSED_WS_ITEM_ASYNC
-#define ATTN_FUSED_WS_ITEM_ASYNC 0
-#endif
-
 // Named barriers (0 is __syncthreads'), for ping-pong below.
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   asm volatile("barrier.cta.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -140,7 +132,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
     tma::MbarrierInit(q_full, 1);
-    tma::MbarrierInit(q_empty, 8);  // one arrival per consumer warp
+    tma::MbarrierInit(q_empty, Traits::kThreads - 128);  // one arrival per consumer thread
     for (int s = 0; s < kStages; ++s) {
       tma::MbarrierInit(full0 + 8 * s, 1);
       tma::MbarrierInit(empty0 + 8 * s, 8);
@@ -151,15 +143,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // One item a block: blockIdx.x. kDynamic: the producer claims each item and hands its number
   // to the consumers in s_item, a number >= items ending the block: written before the
   // producer's arrival on q_full (a release), read once that phase has completed (an acquire),
-  // rewritten only after q_empty says every consumer warp is past reading it, the end signalled
-  // with a plain arrival on q_full. compute-sanitizer's racecheck reports this pair (NOTES.md);
-  // handing the number over through named barriers instead (FlashAttention-3's way) left the
-  // reports and cost 4% at GQA (H200, 2026-12-06).
+  // rewritten only after q_empty says every consumer thread is past reading it, the end
+  // signalled with a plain arrival on q_full. Every consumer thread arrives on q_empty itself:
+  // one arrival a warp after __syncwarp is ordered as well, but racecheck counts an arrival as
+  // ordering only its own thread's accesses, and reported the other lanes' reads (NOTES.md).
   constexpr bool kDynamic = Traits::kDynamic;
-  constexpr bool kItemAsync = kDynamic && ATTN_FUSED_WS_ITEM_ASYNC;
   constexpr bool kPingPong = ATTN_FUSED_WS_PINGPONG;
   __shared__ int64_t s_item;
-  const uint32_t s_item_addr = static_cast<uint32_t>(__cvta_generic_to_shared(&s_item));
   // 8 bytes a consumer warp for WgmmaWaitAfter.
   __shared__ __align__(8) float s_after_words[2 * 8];
   const uint32_t s_after = static_cast<uint32_t>(__cvta_generic_to_shared(s_after_words));
@@ -174,19 +164,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done, s_item read
         w = claimed;
       }
-      if (kDynamic && !kItemAsync) s_item = w;
+      if (kDynamic) s_item = w;
       if (w >= items) {
-        if (kItemAsync) {
-          tma::MbarrierArriveExpectTx(q_full, 8);
-          tma::StAsync64(s_item_addr, w, q_full);
-        } else {
-          tma::MbarrierArrive(q_full);
-        }
+        tma::MbarrierArrive(q_full);
         return;
       }
       const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
-      tma::MbarrierArriveExpectTx(q_full, Traits::kQBytes + (kItemAsync ? 8 : 0));
-      if (kItemAsync) tma::StAsync64(s_item_addr, w, q_full);
+      tma::MbarrierArriveExpectTx(q_full, Traits::kQBytes);
 #pragma unroll
       for (int r = 0; r < Traits::kRegions; ++r) {
         tma::TmaLoad4d(s_q + r * kBlockM * 128, &maps.q, q_full, r * 64, item.head, item.q0,
@@ -222,11 +206,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     int64_t w = blockIdx.x;
     tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
     if constexpr (kDynamic) {
-      // kItemAsync: no C++ store writes it (st.async does), so read it as volatile.
-      w = kItemAsync ? *static_cast<volatile int64_t*>(&s_item) : s_item;
-      // Every lane has read s_item before lane 0's arrival on q_empty lets the producer
-      // rewrite it.
-      __syncwarp();
+      w = s_item;  // this thread's arrival on q_empty, after it, lets the producer rewrite it
     }
     if (w >= items) break;
     const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
@@ -237,7 +217,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     RowSoftmax softmax;
     uint32_t pa[kBlockN / 16][4];  // P of the tile before, waiting for its P V
 
-    if (n_tiles == 0 && lane == 0) tma::MbarrierArrive(q_empty);
+    if (n_tiles == 0) tma::MbarrierArrive(q_empty);
     // Ping-pong: consumer 0 goes first in each item; consumer 1 arrives once ahead and skips its
     // last arrival, so every arrival meets a sync within the item.
     if (kPingPong && c == 1 && n_tiles > 0) NamedBarrierArrive(kWsTurn, 256);
@@ -256,7 +236,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
       WgmmaWait<kWithPv ? 1 : 0>();  // S is in; tile j - 1's P V may still run
       FenceRegisters(Flat(s));
-      if (j == n_tiles - 1 && lane == 0) tma::MbarrierArrive(q_empty);  // Q read for the last time
+      if (j == n_tiles - 1) tma::MbarrierArrive(q_empty);  // Q read for the last time
 
       const int key0 = j * kBlockN;
       if (key0 + kBlockN > p.kv_len || (p.causal && key0 + kBlockN - 1 > q0)) {
