@@ -3,7 +3,7 @@
 # forced on every shape too), compute-sanitizer on small split-KV problems, then decode shapes
 # (N32 K8 H128 bf16) on our fused kernels beside our cudnn and PyTorch SDPA's flash and cuDNN
 # backends, and the judged prefill shapes (the kernels' shared pieces changed). Logs under $OUT.
-#   bash bench/gpu_decode.sh [tests] [sanitize] [bench] [stages] [ragged] [variants] [prefill] [ncu]
+#   bash bench/gpu_decode.sh [tests] [sanitize] [bench] [stages] [promotion] [ragged] [variants] [prefill] [ncu]
 #   (default: tests sanitize bench ragged prefill)
 # carry: .gpu (../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/engine/attn-bench)
 set -uo pipefail
@@ -62,6 +62,19 @@ if has stages; then
   echo "== decode at forced stage depths (automatic first)"
   { decode ""; for n in 2 3 4 5 6; do ATTN_SPLIT_KV_STAGES=$n decode "" | sed "s/^/[stages=$n] /"; done
     decode ""; } 2>&1 | tee "$out/stages.log"
+fi
+
+if has promotion; then
+  # The TMA copies' L2 promotion (ATTN_TMA_L2_PROMOTION, cuda/tensor_map.cc): 128 bytes (the
+  # default) beside 256 (the default before 2026-12-07, which read 25% more L2 sectors), then
+  # issue 23's H = 128 causal shapes, whose warp-specialised kernel loads through the same maps.
+  echo "== TMA L2 promotion: 128 (default) and 256, twice each"
+  for pr in 128 256 128 256; do
+    ATTN_TMA_L2_PROMOTION=$pr decode "" | sed "s/^/[promotion=$pr] /"
+    ATTN_TMA_L2_PROMOTION=$pr $g/run attn-bench --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 \
+      --batch=4 --heads=16 --head_dim=128 --seq_lens=4096,8192 --causal 2>&1 | grep -E '^fused' \
+      | sed "s/^/[promotion=$pr] /"
+  done 2>&1 | tee "$out/promotion.log"
 fi
 
 if has ragged; then

@@ -4,6 +4,8 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 namespace attn {
 
 namespace {
@@ -23,6 +25,29 @@ PFN_cuTensorMapEncodeTiled_v12000 Encoder() {
   return encoder;
 }
 
+// The L2 promotion of the copies' requests: 128 bytes, a box row (one swizzle row), by default.
+// With 256 the split-KV kernel's loads asked L2 for 25% more sectors than K and V hold, all hits,
+// and kept L2 busier than DRAM (ncu, H100 2026-12-07, B16 T1 S8192 N32 K8 H128: 20.98M vs
+// 16.78M sectors, L2 90% vs 86.5% busy, DRAM 90%; the same time on the H100, where DRAM is the
+// limit; the H200 streams at 82% of DRAM with L2 89% busy). ATTN_TMA_L2_PROMOTION (0, 64, 128
+// or 256 bytes) sets it at start-up, to measure.
+CUtensorMapL2promotion Promotion() {
+  static const CUtensorMapL2promotion promotion = [] {
+    const char* v = std::getenv("ATTN_TMA_L2_PROMOTION");
+    switch (v == nullptr ? 128 : std::atoi(v)) {
+      case 0:
+        return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+      case 64:
+        return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+      case 256:
+        return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+      default:
+        return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    }
+  }();
+  return promotion;
+}
+
 }  // namespace
 
 bool EncodeSwizzledTensorMap(CUtensorMap* map, const void* base, int rank, const uint64_t* sizes,
@@ -39,7 +64,7 @@ bool EncodeSwizzledTensorMap(CUtensorMap* map, const void* base, int rank, const
   }
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, static_cast<cuuint32_t>(rank),
                 const_cast<void*>(base), dims, strides, boxes, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_SWIZZLE_128B, Promotion(),
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
