@@ -67,13 +67,11 @@ fi
 if has promotion; then
   # The TMA copies' L2 promotion (ATTN_TMA_L2_PROMOTION, cuda/tensor_map.cc): 128 bytes (the
   # default) beside 256 (the default before 2026-12-07, which read 25% more L2 sectors), then
-  # issue 23's H = 128 causal shapes, whose warp-specialised kernel loads through the same maps.
+  # issue 23's judged H = 128 shapes, whose warp-specialised kernel loads through the same maps.
   echo "== TMA L2 promotion: 128 (default) and 256, twice each"
   for pr in 128 256 128 256; do
     ATTN_TMA_L2_PROMOTION=$pr decode "" | sed "s/^/[promotion=$pr] /"
-    ATTN_TMA_L2_PROMOTION=$pr $g/run attn-bench --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 \
-      --batch=4 --heads=16 --head_dim=128 --seq_lens=4096,8192 --causal 2>&1 | grep -E '^fused' \
-      | sed "s/^/[promotion=$pr] /"
+    ATTN_TMA_L2_PROMOTION=$pr gpu_judged attn-bench "" fused "promotion=$pr"
   done 2>&1 | tee "$out/promotion.log"
 fi
 

@@ -25,12 +25,10 @@ PFN_cuTensorMapEncodeTiled_v12000 Encoder() {
   return encoder;
 }
 
-// The L2 promotion of the copies' requests: 128 bytes, a box row (one swizzle row), by default.
-// With 256 the split-KV kernel's loads asked L2 for 25% more sectors than K and V hold, all hits,
-// and kept L2 busier than DRAM (ncu, H100 2026-12-07, B16 T1 S8192 N32 K8 H128: 20.98M vs
-// 16.78M sectors, L2 90% vs 86.5% busy, DRAM 90%; the same time on the H100, where DRAM is the
-// limit; the H200 streams at 82% of DRAM with L2 89% busy). ATTN_TMA_L2_PROMOTION (0, 64, 128
-// or 256 bytes) sets it at start-up, to measure.
+// The L2 promotion of the copies' requests: 128 bytes, a box row (one swizzle row). With 256 the
+// split-KV kernel's loads asked L2 for 25% more sectors than K and V hold (fused NOTES, "The TMA
+// loads' L2 promotion"). ATTN_TMA_L2_PROMOTION = 0, 64 or 256 (bytes) sets another at start-up,
+// to measure; any other value keeps 128.
 CUtensorMapL2promotion Promotion() {
   static const CUtensorMapL2promotion promotion = [] {
     const char* v = std::getenv("ATTN_TMA_L2_PROMOTION");
