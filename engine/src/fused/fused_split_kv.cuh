@@ -306,20 +306,29 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
   }
 }
 
-// Merges the splits' partial outputs: one warp per packed row of one (batch, K/V head), the
-// splits in order, each weighted by exp2(its log2-sum-exp - the largest).
+// Merges the splits' partial outputs: `warps_per_row` warps (1, 2 or 4, a block's four warps
+// taking 4 / warps_per_row packed rows of one (batch, K/V head)) share a row's splits, each a
+// contiguous range of them in order, weighted by exp2(its log2-sum-exp - the row's largest); the
+// warps' sums are then added in warp order through shared memory (deterministic). A lane's loads
+// of up to kUnroll splits go out together, so a warp of up to kUnroll splits waits on memory
+// twice (the log2-sum-exps, then O): at B1 S32768's 16 splits one warp a row waited about six
+// times, 10.6 us in ncu (H100, 2026-12-07).
 template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(128)
-    SplitKvCombineKernel(const FusedParams p, const FusedSplitKv plan) {
-  constexpr int kPerLane = kHeadDim / 32;
+    SplitKvCombineKernel(const FusedParams p, const FusedSplitKv plan, const int warps_per_row) {
+  constexpr int kPerLane = kHeadDim / 32, kUnroll = kPerLane <= 4 ? 8 : 4;
+  __shared__ float s_acc[4][kHeadDim];
+  __shared__ float s_sum[4];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The split kernel's partials are in (a no-op unless launched as its programmatic dependent).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int rows = p.q_len * p.group, kv_heads = p.heads / p.group;
-  const int64_t row_id = blockIdx.x * 4LL + threadIdx.x / 32;
-  if (row_id >= static_cast<int64_t>(p.batch) * kv_heads * rows) return;
+  const int64_t row_id =
+      blockIdx.x * static_cast<int64_t>(4 / warps_per_row) + warp / warps_per_row;
+  // Rows past the end still reach the barrier below (their block's other rows need it).
+  const bool live = row_id < static_cast<int64_t>(p.batch) * kv_heads * rows;
   const int packed = static_cast<int>(row_id % rows);
   const int kv_head = static_cast<int>(row_id / rows % kv_heads);
   const int batch = static_cast<int>(row_id / rows / kv_heads);
@@ -328,36 +337,61 @@ __global__ void __launch_bounds__(128)
       ((static_cast<int64_t>(batch) * kv_heads + kv_head) * plan.row_groups + row_group) *
       plan.splits;
   const int r = packed % block_rows;
+  const int part = warp % warps_per_row,
+            per_warp = (plan.splits + warps_per_row - 1) / warps_per_row;
+  const int first = part * per_warp, last = live ? min(first + per_warp, plan.splits) : 0;
 
-  // Lanes read the log2-sum-exps 32 splits at a time; the O rows are then summed in split order
-  // with the weights shuffled from their lanes, so the loads do not wait on one another (a
-  // split at a time, one row took 30 us at 32 splits: ncu, 2026-12-04). Empty splits wrote O = 0
-  // and lse = -inf (weight 0).
+  // The row's largest log2-sum-exp over every split (each of its warps finds it), then this
+  // warp's splits, 32 log2-sum-exps at a time with the O rows summed in split order, the weights
+  // shuffled from their lanes. Empty splits wrote O = 0 and lse = -inf (weight 0).
   const float* lse = plan.partial_lse + part0 * block_rows + r;
   const float* o = plan.partial_out + (part0 * block_rows + r) * kHeadDim + lane;
   float mx = -INFINITY;
-  for (int s = lane; s < plan.splits; s += 32) mx = fmaxf(mx, lse[s * block_rows]);
+  for (int s = lane; live && s < plan.splits; s += 32) mx = fmaxf(mx, lse[s * block_rows]);
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   float acc[kPerLane] = {};
   float lane_sum = 0.f;
-  for (int s0 = 0; s0 < plan.splits; s0 += 32) {
+  for (int s0 = first; s0 < last; s0 += 32) {
     const int s = s0 + lane;
-    const float lse_s = s < plan.splits ? lse[s * block_rows] : -INFINITY;
+    const float lse_s = s < last ? lse[s * block_rows] : -INFINITY;
     const float weight = lse_s == -INFINITY ? 0.f : FastExp2(lse_s - mx);
     lane_sum += weight;
-    const int n = min(32, plan.splits - s0);
-#pragma unroll 4
-    for (int k = 0; k < n; ++k) {
-      const float w = __shfl_sync(0xffffffffu, weight, k);
-      const float* row = o + static_cast<int64_t>(s0 + k) * block_rows * kHeadDim;
+    const int n = min(32, last - s0);
+    for (int k0 = 0; k0 < n; k0 += kUnroll) {
+      float w[kUnroll], v[kUnroll][kPerLane];
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) acc[i] += w * row[32 * i];
+      for (int k = 0; k < kUnroll; ++k) {
+        w[k] = __shfl_sync(0xffffffffu, weight, (k0 + k) % 32);
+        const float* row = o + static_cast<int64_t>(s0 + k0 + k) * block_rows * kHeadDim;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) v[k][i] = k0 + k < n ? row[32 * i] : 0.f;
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) acc[i] += w[k] * v[k][i];
+      }
     }
   }
   float sum = lane_sum;
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (warps_per_row > 1) {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) s_acc[warp][lane + 32 * i] = acc[i];
+    if (lane == 0) s_sum[warp] = sum;
+    __syncthreads();
+    if (part != 0) return;
+    sum = 0.f;
+    for (int i = 0; i < kPerLane; ++i) acc[i] = 0.f;
+    for (int w = warp; w < warp + warps_per_row; ++w) {
+      sum += s_sum[w];
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) acc[i] += s_acc[w][lane + 32 * i];
+    }
+  }
+  if (!live) return;
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
   T* out = static_cast<T*>(p.out) + batch * p.o_batch_stride + (packed / p.group) * p.o_row_stride +
            (kv_head * p.group + packed % p.group) * p.o_head_stride;
@@ -390,9 +424,12 @@ cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, cudaSt
   const dim3 grid((p.heads / p.group) * plan.row_groups, plan.splits, p.batch);
   kernel<<<grid, Traits::kThreads, smem, stream>>>(p, plan, maps);
   if (plan.splits > 1) {
+    // Warps a row: enough that none sums more than 8 splits where 32 or fewer are to merge.
+    const int warps_per_row = plan.splits <= 8 ? 1 : plan.splits <= 16 ? 2 : 4;
     const int64_t rows = static_cast<int64_t>(p.batch) * (p.heads / p.group) * p.q_len * p.group;
+    const int64_t rows_per_block = 4 / warps_per_row;
     cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>((rows + 3) / 4));
+    config.gridDim = dim3(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block));
     config.blockDim = dim3(128);
     config.stream = stream;
     cudaLaunchAttribute dependent{};
@@ -400,7 +437,8 @@ cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, cudaSt
     dependent.val.programmaticStreamSerializationAllowed = 1;
     config.attrs = &dependent;
     config.numAttrs = plan.dependent_merge ? 1 : 0;
-    if (cudaError_t e = cudaLaunchKernelEx(&config, SplitKvCombineKernel<kHeadDim, T>, p, plan);
+    if (cudaError_t e =
+            cudaLaunchKernelEx(&config, SplitKvCombineKernel<kHeadDim, T>, p, plan, warps_per_row);
         e != cudaSuccess) {
       return e;
     }
