@@ -48,9 +48,8 @@ TEST(SplitKvPlan, OneLongSequenceIsSplitOverTheSms) {
 TEST(SplitKvPlan, TwoSlicesOfOneLongSequenceTakeOver128Splits) {
   // Two blocks an SM and one block a split: fused_backend_test.cc's {1, 16, 100000, 2, 1, 64}
   // relies on this for a merge whose warps each sum more than 32 splits.
-  const FusedSplitKv plan = PlanSplitKv(ProblemOf({1, 16, 100000, 2, 1, 64}, DType::kBFloat16,
-                                                  false),
-                                        kH200);
+  const FusedSplitKv plan =
+      PlanSplitKv(ProblemOf({1, 16, 100000, 2, 1, 64}, DType::kBFloat16, false), kH200);
   EXPECT_EQ(plan.row_tiles, 2);
   EXPECT_GT(plan.splits, 128);
   ExpectCoversTheKeys(plan, 100000);
