@@ -34,12 +34,13 @@ if has sanitize; then
 fi
 
 # Ours with the peers' protocol (10 warm-ups, median of 50 event-timed calls). $1: the kernel
-# (ATTN_FUSED_KERNEL; "auto" leaves the choice to the backend: split-KV for these shapes).
+# (ATTN_FUSED_KERNEL; "auto" leaves the choice to the backend: split-KV for these shapes); $2 the
+# backend (fused); $3 the bundled program (attn-bench, or a variant's attn-bench-<variant>).
 decode() {
-  local kernel=$1 backend=${2:-fused}
+  local kernel=$1 backend=${2:-fused} bin=${3:-attn-bench}
   for shape in "16 1 8192" "1 1 32768" "16 16 8192" "4 1 8192" "64 1 4096" "1 1 4096"; do
     read -r b t s <<< "$shape"
-    env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run attn-bench --backend=$backend --dtypes=bfloat16 \
+    env ${kernel:+ATTN_FUSED_KERNEL=$kernel} $g/run "$bin" --backend=$backend --dtypes=bfloat16 \
       --warmup=10 --repeats=50 --arena_mib=32768 --batch=$b --heads=32 --kv_heads=8 --head_dim=128 \
       --seq_lens=$t --kv_len=$s 2>&1 | grep -E "^$backend" | sed "s/^/[${kernel:-auto}] B=$b T=$t S=$s /"
   done
@@ -104,13 +105,8 @@ if has variants; then
     for bin in $g/bin/attn-bench $g/bin/attn-bench-*; do
       [ -e "$bin" ] || continue
       name=${bin##*/}; v=${name#attn-bench-}; [ "$name" != attn-bench ] || v=main
-      for shape in "16 1 8192" "1 1 32768" "16 16 8192" "1 1 4096" "4 1 8192"; do
-        read -r b t s <<< "$shape"
-        $g/run "$name" --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --arena_mib=32768 --batch=$b \
-          --heads=32 --kv_heads=8 --head_dim=128 --seq_lens=$t --kv_len=$s 2>&1 | grep -E '^fused' | sed "s/^/$v r$round /"
-      done
-      $g/run "$name" --backend=fused --dtypes=bfloat16 --warmup=10 --repeats=50 --batch=4 --heads=16 \
-        --head_dim=128 --seq_lens=4096,8192 --causal 2>&1 | grep -E '^fused' | sed "s/^/$v r$round /"
+      decode "" fused "$name" | sed "s/^/$v r$round /"
+      gpu_judged "$name" "" fused "$v r$round"
     done
   done 2>&1 | tee "$out/variants.log"
 fi
