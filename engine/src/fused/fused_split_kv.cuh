@@ -306,17 +306,23 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
   }
 }
 
+// Splits a merge warp's lane loads at once (kCombineUnroll x H / 32 floats): 16 loads in flight.
+// Eight splits at once (32 registers of loads) cost 2% at B16 T16 S8192 (two splits, 8192 rows) on
+// the H100, likely through registers: more a block, fewer merge blocks resident, more waves.
+template <int kHeadDim>
+constexpr int kCombineUnroll = kHeadDim <= 128 ? 4 : 2;
+
 // Merges the splits' partial outputs: `warps_per_row` warps (1, 2 or 4, a block's four warps
 // taking 4 / warps_per_row packed rows of one (batch, K/V head)) share a row's splits, each a
 // contiguous range of them in order, weighted by exp2(its log2-sum-exp - the row's largest); the
 // warps' sums are then added in warp order through shared memory (deterministic). A lane's loads
-// of up to kUnroll splits go out together, so a warp of up to kUnroll splits waits on memory
-// twice (the log2-sum-exps, then O): at B1 S32768's 16 splits one warp a row waited about six
-// times, 10.6 us in ncu (H100, 2026-12-07).
+// of kCombineUnroll splits go out together, so a warp of that many splits waits on memory twice
+// (the log2-sum-exps, then O): at B1 S32768's 16 splits one warp a row waited about six times,
+// 10.6 us in ncu (H100, 2026-12-07).
 template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(128)
     SplitKvCombineKernel(const FusedParams p, const FusedSplitKv plan, const int warps_per_row) {
-  constexpr int kPerLane = kHeadDim / 32, kUnroll = kPerLane <= 4 ? 8 : 4;
+  constexpr int kPerLane = kHeadDim / 32, kUnroll = kCombineUnroll<kHeadDim>;
   __shared__ float s_acc[4][kHeadDim];
   __shared__ float s_sum[4];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -424,8 +430,10 @@ cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, cudaSt
   const dim3 grid((p.heads / p.group) * plan.row_groups, plan.splits, p.batch);
   kernel<<<grid, Traits::kThreads, smem, stream>>>(p, plan, maps);
   if (plan.splits > 1) {
-    // Warps a row: enough that none sums more than 8 splits where 32 or fewer are to merge.
-    const int warps_per_row = plan.splits <= 8 ? 1 : plan.splits <= 16 ? 2 : 4;
+    // Warps a row: enough that each sums at most kCombineUnroll splits where up to four times
+    // that many are to merge.
+    constexpr int kUnroll = kCombineUnroll<kHeadDim>;
+    const int warps_per_row = plan.splits <= kUnroll ? 1 : plan.splits <= 2 * kUnroll ? 2 : 4;
     const int64_t rows = static_cast<int64_t>(p.batch) * (p.heads / p.group) * p.q_len * p.group;
     const int64_t rows_per_block = 4 / warps_per_row;
     cudaLaunchConfig_t config{};
