@@ -306,25 +306,28 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
   }
 }
 
-// Splits a merge warp's lane loads at once (kCombineUnroll x H / 32 floats): 16 loads in flight.
-// Eight splits at once (32 registers of loads) cost 2% at B16 T16 S8192 (two splits, 8192 rows) on
-// the H100, likely through registers: more a block, fewer merge blocks resident, more waves.
+// Splits a merge warp's lane loads at once: kCombineUnroll x H / 32 floats in flight (16 at H =
+// 128 and 256). Eight splits at once (32 floats at H = 128, 112 registers a thread) cost 2% at B16
+// T16 S8192 (two splits, 8192 rows) on the H100: fewer merge blocks resident, more waves.
 template <int kHeadDim>
 constexpr int kCombineUnroll = kHeadDim <= 128 ? 4 : 2;
 
-// Merges the splits' partial outputs: `warps_per_row` warps (1, 2 or 4, a block's four warps
-// taking 4 / warps_per_row packed rows of one (batch, K/V head)) share a row's splits, each a
-// contiguous range of them in order, weighted by exp2(its log2-sum-exp - the row's largest); the
-// warps' sums are then added in warp order through shared memory (deterministic). A lane's loads
-// of kCombineUnroll splits go out together, so a warp of that many splits waits on memory twice
-// (the log2-sum-exps, then O): at B1 S32768's 16 splits one warp a row waited about six times,
-// 10.6 us in ncu (H100, 2026-12-07).
+// Warps of a merge block; a row takes 1, 2 or 4 of them.
+constexpr int kCombineWarps = 4;
+
+// Merges the splits' partial outputs: `warps_per_row` warps (1, 2 or 4, a block's kCombineWarps
+// taking kCombineWarps / warps_per_row packed rows of one (batch, K/V head)) share a row's splits,
+// each a contiguous range of them in order, weighted by exp2(its log2-sum-exp - the row's largest);
+// the warps' sums are then added in warp order through shared memory (deterministic). A lane's
+// loads of kCombineUnroll splits go out together, so a warp of that many splits waits on memory
+// twice (the log2-sum-exps, then O): at B1 S32768's 16 splits one warp a row waited about six
+// times, 10.6 us in ncu (H100, 2026-12-07).
 template <int kHeadDim, typename T>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(kCombineWarps * 32)
     SplitKvCombineKernel(const FusedParams p, const FusedSplitKv plan, const int warps_per_row) {
   constexpr int kPerLane = kHeadDim / 32, kUnroll = kCombineUnroll<kHeadDim>;
-  __shared__ float s_acc[4][kHeadDim];
-  __shared__ float s_sum[4];
+  __shared__ float s_acc[kCombineWarps][kHeadDim];
+  __shared__ float s_sum[kCombineWarps];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The split kernel's partials are in (a no-op unless launched as its programmatic dependent).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -332,7 +335,7 @@ __global__ void __launch_bounds__(128)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int rows = p.q_len * p.group, kv_heads = p.heads / p.group;
   const int64_t row_id =
-      blockIdx.x * static_cast<int64_t>(4 / warps_per_row) + warp / warps_per_row;
+      blockIdx.x * static_cast<int64_t>(kCombineWarps / warps_per_row) + warp / warps_per_row;
   // Rows past the end still reach the barrier below (their block's other rows need it).
   const bool live = row_id < static_cast<int64_t>(p.batch) * kv_heads * rows;
   const int packed = static_cast<int>(row_id % rows);
@@ -435,10 +438,10 @@ cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, cudaSt
     constexpr int kUnroll = kCombineUnroll<kHeadDim>;
     const int warps_per_row = plan.splits <= kUnroll ? 1 : plan.splits <= 2 * kUnroll ? 2 : 4;
     const int64_t rows = static_cast<int64_t>(p.batch) * (p.heads / p.group) * p.q_len * p.group;
-    const int64_t rows_per_block = 4 / warps_per_row;
+    const int64_t rows_per_block = kCombineWarps / warps_per_row;
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block));
-    config.blockDim = dim3(128);
+    config.blockDim = dim3(kCombineWarps * 32);
     config.stream = stream;
     cudaLaunchAttribute dependent{};
     dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
