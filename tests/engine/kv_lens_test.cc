@@ -124,6 +124,15 @@ std::string KvCaseName(const ::testing::TestParamInfo<KvCase>& info) {
     }                                                                                              \
   } while (0)
 
+// One unit in the last place of a normal or subnormal `magnitude` (>= 0) stored as bf16 or fp16.
+double UlpOf(double magnitude, DType dtype) {
+  const int mantissa_bits = dtype == DType::kFloat16 ? 10 : 7;
+  const int min_exponent = dtype == DType::kFloat16 ? -14 : -126;
+  int exponent = min_exponent + 1;  // frexp's: magnitude = f * 2^exponent, f in [0.5, 1)
+  if (magnitude > 0) std::frexp(magnitude, &exponent);
+  return std::ldexp(1.0, std::max(exponent - 1, min_exponent) - mantissa_bits);
+}
+
 class KvLensVersusReference : public ::testing::TestWithParam<KvCase> {};
 
 TEST_P(KvLensVersusReference, WithinTheDtypesTolerance) {
@@ -149,11 +158,30 @@ TEST_P(KvLensVersusReference, WithinTheDtypesTolerance) {
     EXPECT_LE(c.rel_l2, kFastVsNaiveErrorRatio * n.rel_l2 + FastVsNaiveErrorFloor(dtype))
         << backend << " " << c.ToString() << " vs naive " << n.ToString();
   }
-  // Deterministic kernels: a second call gives the same bits.
+  // A second call on the same inputs: our kernels (fixed reduction order, no atomics) give the
+  // same bits. cuDNN promises no bitwise repeatability here, and does not keep it: on an H100
+  // (cuDNN 9, 2026-12-07) fp16 B3 T1 S1000 N32 K8 H128 with lengths gave other bits on the second
+  // call in 4 of 16 runs (bf16 in none), as a summation order that changes between calls would.
+  // Its float32 sums then differ far below a 16-bit ulp, so no element may move by more than one.
   if (!cpu) {
     auto again = RunOnGpu(in, backend);
     ASSERT_TRUE(again.ok());
-    EXPECT_EQ(*again, *out);
+    const bool bitwise = std::string(backend) != "cudnn";
+    int64_t differ = 0, beyond_ulp = 0, first = -1;
+    double largest = 0;
+    for (size_t i = 0; i < out->size(); ++i) {
+      const double a = (*out)[i], b = (*again)[i];
+      if (a == b) continue;
+      if (differ++ == 0) first = static_cast<int64_t>(i);
+      largest = std::max(largest, std::abs(a - b));
+      if (std::abs(a - b) > UlpOf(std::max(std::abs(a), std::abs(b)), dtype)) ++beyond_ulp;
+    }
+    const int64_t wrong = bitwise ? differ : beyond_ulp;
+    EXPECT_EQ(wrong, 0) << backend << " " << p.ToString() << ": a second call changed " << differ
+                        << " of " << out->size() << " elements (" << beyond_ulp
+                        << " by more than an ulp), by up to " << largest << "; the first at "
+                        << first << ": " << (first >= 0 ? (*out)[first] : 0.0) << " then "
+                        << (first >= 0 ? (*again)[first] : 0.0);
   }
 }
 
@@ -236,7 +264,10 @@ TEST(KvLensCudnn, OnePlanForEveryLengthsOfAShape) {
   const Backend* cudnn = BackendRegistry::Default().Find("cudnn");
   AttentionProblem p = AttentionProblem::SelfAttention(4, 1, 32, 128, DType::kBFloat16, false, 8);
   p.kv_len = 4096;
-  p.scale = 0.0883883;  // a key no other test builds
+  // A key no other test builds, nor an earlier run of this one (--gtest_repeat): the plan cache
+  // lives as long as the process.
+  static int runs = 0;
+  p.scale = 0.0883883 + 1e-6 * runs++;
   const auto before = cudnn->plan_cache_stats(gpu);
   ASSERT_TRUE(before.has_value());
   for (uint64_t seed : {1, 2, 3}) {
