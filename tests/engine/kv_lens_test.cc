@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "attn/attention.h"
+#include "attn/dtype.h"
 #include "attn/registry.h"
 #include "engine/reference.h"
 #include "engine/test_util.h"
@@ -124,13 +125,12 @@ std::string KvCaseName(const ::testing::TestParamInfo<KvCase>& info) {
     }                                                                                              \
   } while (0)
 
-// One unit in the last place of a normal or subnormal `magnitude` (>= 0) stored as bf16 or fp16.
-double UlpOf(double magnitude, DType dtype) {
-  const int mantissa_bits = dtype == DType::kFloat16 ? 10 : 7;
-  const int min_exponent = dtype == DType::kFloat16 ? -14 : -126;
-  int exponent = min_exponent + 1;  // frexp's: magnitude = f * 2^exponent, f in [0.5, 1)
-  if (magnitude > 0) std::frexp(magnitude, &exponent);
-  return std::ldexp(1.0, std::max(exponent - 1, min_exponent) - mantissa_bits);
+// One unit in the last place at `value`, a non-negative bf16 or fp16 number: the step to the next
+// one up, through the dtype's own conversions.
+double UlpOf(double value, DType dtype) {
+  const float f = static_cast<float>(value);
+  if (dtype == DType::kFloat16) return Float16BitsToFloat(FloatToFloat16Bits(f) + 1) - value;
+  return BFloat16BitsToFloat(FloatToBFloat16Bits(f) + 1) - value;
 }
 
 class KvLensVersusReference : public ::testing::TestWithParam<KvCase> {};
@@ -174,13 +174,17 @@ TEST_P(KvLensVersusReference, WithinTheDtypesTolerance) {
       if (a == b) continue;
       if (differ++ == 0) first = static_cast<int64_t>(i);
       largest = std::max(largest, std::abs(a - b));
-      if (std::abs(a - b) > UlpOf(std::max(std::abs(a), std::abs(b)), dtype)) ++beyond_ulp;
+      if (!bitwise && std::abs(a - b) > UlpOf(std::max(std::abs(a), std::abs(b)), dtype)) {
+        ++beyond_ulp;
+      }
     }
     const int64_t wrong = bitwise ? differ : beyond_ulp;
     EXPECT_EQ(wrong, 0) << backend << " " << p.ToString() << ": a second call changed " << differ
-                        << " of " << out->size() << " elements (" << beyond_ulp
-                        << " by more than an ulp), by up to " << largest << "; the first at "
-                        << first << ": " << (first >= 0 ? (*out)[first] : 0.0) << " then "
+                        << " of " << out->size() << " elements ("
+                        << (bitwise ? "the same bits expected"
+                                    : std::to_string(beyond_ulp) + " by more than an ulp")
+                        << "), by up to " << largest << "; the first at " << first << ": "
+                        << (first >= 0 ? (*out)[first] : 0.0) << " then "
                         << (first >= 0 ? (*again)[first] : 0.0);
   }
 }
