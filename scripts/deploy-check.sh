@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Offline checks of the deployment files: Dockerfile, deploy/ (kustomize, Grafana, Prometheus
-# rules; the cohort's JupyterLab and its image, client/python/Dockerfile), terraform/. No
+# rules; the cohort's JupyterHub, its images and the participants' pods KubeSpawner makes from
+# its config), terraform/. No
 # cluster, cloud account or network is used (beyond installing the tools below when missing).
 # One line per check; exits non-zero if any check fails.
 #
@@ -24,8 +25,9 @@
 #
 # Installs what is missing: kubectl (Debian package), promtool (extracted from Debian's
 # prometheus package into .deps/prometheus, so no Prometheus service is installed or started),
-# and the PyPI packages kubernetes-validate, python-hcl2, grpcio and grpcio-tools (pinned) in a venv
-# at .deps/deploy-venv. terraform is used where it is installed (Debian has no package for it):
+# and the PyPI packages kubernetes-validate, python-hcl2, grpcio and grpcio-tools (pinned), with
+# jupyterhub and jupyterhub-kubespawner at the hub image's pins (deploy/jupyterhub/hub/
+# requirements.txt), in a venv at .deps/deploy-venv. terraform is used where it is installed (Debian has no package for it):
 # `terraform fmt -check`, and the variable validations run on variables.tf alone (no provider).
 #
 # The checks are also run on the deliberately broken copies in tests/deploy/broken/ (and a few
@@ -78,8 +80,10 @@ if [ -z "$promtool" ]; then
   fi
 fi
 
-venv_packages=(kubernetes-validate==1.37.0 python-hcl2==8.1.4 grpcio==1.85.1 grpcio-tools==1.85.1)
-if ! "$venv/bin/python" -c 'import kubernetes_validate, hcl2, yaml, jsonschema, grpc, grpc_tools' >/dev/null 2>&1; then
+mapfile -t hub_packages < <(grep -E '^(jupyterhub|jupyterhub-kubespawner)==' deploy/jupyterhub/hub/requirements.txt)
+venv_packages=(kubernetes-validate==1.37.0 python-hcl2==8.1.4 grpcio==1.85.1 grpcio-tools==1.85.1 "${hub_packages[@]}")
+if ! "$venv/bin/python" -c 'import kubernetes_validate, hcl2, yaml, jsonschema, grpc, grpc_tools, kubespawner' >/dev/null 2>&1 \
+    || ! "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qxF "${hub_packages[0]}"; then
   echo "deploy-check: installing ${venv_packages[*]} into $venv"
   rm -rf "$venv" && mkdir -p .deps
   if ! python3 -m venv "$venv" >/dev/null 2>&1; then
@@ -188,11 +192,38 @@ check "README's live overlay" sh -c "kubectl kustomize '$work/attn-live' \
 
 check "dockerfile" "${checker[@]}" dockerfile Dockerfile --flags "$flagfile"
 
-# The cohort's JupyterLab (deploy/jupyter, its image client/python/Dockerfile) against deploy/'s
-# render: its ATTN_TARGET is a gRPC port of an attn-server Service that admits its namespace.
-jupyter_render=$work/render/deploy_jupyter.yaml
-check "jupyter deploy/jupyter" "${checker[@]}" jupyter "$jupyter_render" --server-render "$work/render/deploy.yaml" \
-  --dockerfile client/python/Dockerfile
+# The cohort's JupyterHub (deploy/jupyterhub, its images deploy/jupyterhub/hub/Dockerfile and
+# client/python/Dockerfile) against deploy/'s render, with the participants' pods KubeSpawner
+# makes from the deployed jupyterhub_config.py; then the README's overlay of it, which must pin
+# every image by digest and replace every placeholder address range.
+hub_render=$work/render/deploy_jupyterhub.yaml
+check "jupyterhub deploy/jupyterhub" "${checker[@]}" jupyterhub "$hub_render" --server-render "$work/render/deploy.yaml" \
+  --work "$work/hub-base"
+hub_live=$work/attn-hub-live
+mkdir -p "$hub_live"
+cat >"$hub_live/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to "$hub_live" deploy/jupyterhub)
+images:
+  - name: attn-hub
+    newName: example-repository/attn-hub
+    digest: sha256:$(printf '1%.0s' {1..64})
+  - name: attn-notebook
+    newName: example-repository/attn-notebook
+    digest: sha256:$(printf '2%.0s' {1..64})
+patches:
+  - target: {kind: Service, name: attn-hub-public}
+    patch: '[{"op": "replace", "path": "/spec/loadBalancerSourceRanges", "value": ["10.8.0.0/16"]}]'
+  - target: {kind: NetworkPolicy, name: attn-hub-public}
+    patch: '[{"op": "replace", "path": "/spec/ingress/0/from/0/ipBlock/cidr", "value": "10.8.0.0/16"}]'
+  - target: {kind: NetworkPolicy, name: attn-hub}
+    patch: '[{"op": "replace", "path": "/spec/egress/1/to/0/ipBlock/cidr", "value": "172.16.0.2/32"}]'
+EOF
+kubectl kustomize "$hub_live" >"$work/hub-live.yaml" 2>"$work/hub-live.err" || cat "$work/hub-live.err" >"$work/hub-live.yaml"
+check "README's hub overlay (images by digest, the workshop's ranges)" "${checker[@]}" jupyterhub "$work/hub-live.yaml" \
+  --server-render "$work/render/deploy.yaml" --work "$work/hub-live-check" --require-filled
 
 # The cohort's identity: the host's scripts (tokens, CA), run into a temporary folder, against the
 # Deployment's mounts and flags; what they write validates as Kubernetes objects; and nothing
@@ -200,8 +231,8 @@ check "jupyter deploy/jupyter" "${checker[@]}" jupyter "$jupyter_render" --serve
 cohort_out=$work/cohort-scripts
 mkdir -p "$cohort_out"
 check "cohort scripts (mint-tokens.sh, make-cohort-ca.sh)" "${checker[@]}" cohort-scripts \
-  --server-render "$work/render/deploy.yaml" --jupyter-render "$jupyter_render" --work "$cohort_out"
-cat "$cohort_out"/tokens/*.yaml "$cohort_out"/tls/*.yaml 2>/dev/null | sed 's/^#.*//; 1!s/^apiVersion:/---\napiVersion:/' >"$work/cohort-objects.yaml"
+  --server-render "$work/render/deploy.yaml" --hub-render "$hub_render" --work "$cohort_out"
+cat "$cohort_out"/tokens/*.yaml "$cohort_out"/tls/*.yaml 2>/dev/null | sed 's/^#.*//; /^---$/d; 1!s/^apiVersion:/---\napiVersion:/' >"$work/cohort-objects.yaml"
 check "schema of the scripts' Secrets and ConfigMap" "${checker[@]}" k8s-schema "$work/cohort-objects.yaml" --kube-versions "$kube_versions"
 check "no token or key material in the repository" "${checker[@]}" no-secrets
 
@@ -333,20 +364,40 @@ if command -v terraform >/dev/null 2>&1; then
     tf_plan project_id=attn-workshop-1 region=europe-west4 zone=us-central1-a
 fi
 
-mkdir -p "$work/jupyter"
-sed 's|svc.cluster.local:50051$|svc.cluster.local:50052|' "$jupyter_render" >"$work/jupyter/wrong-port.yaml"
-reject "JupyterLab whose ATTN_TARGET is not a gRPC port" "is not a grpc port of Service" \
-  "${checker[@]}" jupyter "$work/jupyter/wrong-port.yaml" --server-render "$work/render/deploy.yaml"
-sed 's/^\(\s*\)\(name\|namespace\): attn-cohort$/\1\2: workshop/' "$jupyter_render" >"$work/jupyter/other-namespace.yaml"
-reject "JupyterLab in a namespace attn-server does not admit" "is not admitted to the gRPC port" \
-  "${checker[@]}" jupyter "$work/jupyter/other-namespace.yaml" --server-render "$work/render/deploy.yaml"
-sed '/name: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH$/,+1d' "$jupyter_render" >"$work/jupyter/no-ca.yaml"
-reject "JupyterLab without the cohort CA (attn-server speaks TLS)" "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (unset)" \
-  "${checker[@]}" jupyter "$work/jupyter/no-ca.yaml" --server-render "$work/render/deploy.yaml"
-awk '/^kind: Deployment$/ { d = 1 } d && /^ *limits:$/ { l = 1 } l && /^ *memory: 4Gi$/ { sub(/4Gi/, "8Gi"); l = 0 } { print }' \
-  "$jupyter_render" >"$work/jupyter/too-big.yaml"
-reject "JupyterLab larger than the cohort's LimitRange allows" "limits.memory 8Gi above the LimitRange's max 4Gi" \
-  "${checker[@]}" policy "$work/jupyter/too-big.yaml"
+# The cohort's JupyterHub: each mistake against the check that must catch it.
+mkdir -p "$work/hub"
+hub_check() { "${checker[@]}" jupyterhub "$1" --server-render "$work/render/deploy.yaml" --work "$(mktemp -d -p "$work/hub")" "${@:2}"; }
+hub_render_and() { kubectl kustomize "$1" >"$work/hub/render.yaml" && hub_check "$work/hub/render.yaml" "${@:2}"; }
+sed 's|svc.cluster.local:50051$|svc.cluster.local:50052|' "$hub_render" >"$work/hub/wrong-port.yaml"
+reject "notebook servers whose ATTN_TARGET is not a gRPC port" "is not a grpc port of Service" hub_check "$work/hub/wrong-port.yaml"
+sed 's/^\(\s*\)\(name\|namespace\): attn-cohort$/\1\2: workshop/' "$hub_render" >"$work/hub/other-namespace.yaml"
+reject "notebook servers in a namespace attn-server does not admit" "is not admitted to the gRPC port" \
+  hub_check "$work/hub/other-namespace.yaml"
+sed 's/^\(\s*\)c.KubeSpawner.automount_service_account_token = False$/\1c.KubeSpawner.automount_service_account_token = True/' \
+  "$hub_render" >"$work/hub/sa-token.yaml"
+reject "notebook pods with a service-account token" "automountServiceAccountToken must be false" hub_check "$work/hub/sa-token.yaml"
+sed 's/^\(\s*\)"readOnlyRootFilesystem": True,$/\1"readOnlyRootFilesystem": False,/' "$hub_render" >"$work/hub/writable-root.yaml"
+reject "notebook pods with a writable root" "readOnlyRootFilesystem must be true" hub_check "$work/hub/writable-root.yaml"
+sed 's/"secretKeyRef": {"name": "attn-token-{username}"/"secretKeyRef": {"name": "attn-token-host"/' "$hub_render" >"$work/hub/shared-token.yaml"
+reject "every notebook server given the host's token" "ATTN_TOKEN must come from Secret attn-token-alice" \
+  hub_check "$work/hub/shared-token.yaml"
+sed 's/^\(\s*\)c.KubeSpawner.mem_limit = .*/\1c.KubeSpawner.mem_limit = "8G"/' "$hub_render" >"$work/hub/too-big.yaml"
+reject "notebook pods larger than the cohort's LimitRange allows" "above the LimitRange's max 4Gi" hub_check "$work/hub/too-big.yaml"
+sed 's/^\(\s*\)persistentvolumeclaims: "27"$/\1persistentvolumeclaims: "11"/' "$hub_render" >"$work/hub/small-quota.yaml"
+reject "a quota with room for 10 participants" "only 10 participants' pods fit its quota" hub_check "$work/hub/small-quota.yaml"
+reject "notebook servers reachable from each other" "only the hub may reach them (never another participant's)" \
+  hub_render_and "$broken/notebooks-reach-each-other"
+reject "the hub open to every address" "0.0.0.0/0 admits every address" hub_render_and "$broken/hub-open-to-everyone"
+reject "the hub's Role reading Secrets" "the hub may read Secrets" hub_render_and "$broken/hub-reads-secrets"
+reject "the hub's base deployed as it is (placeholder ranges)" "is the repository's placeholder" hub_check "$hub_render" --require-filled
+sed "s|example-repository/attn-notebook@sha256:2*|example-repository/attn-notebook:latest|" "$work/hub-live.yaml" >"$work/hub/by-tag.yaml"
+reject "a notebook image by tag" "is not pinned by digest" hub_check "$work/hub/by-tag.yaml" --require-filled
+sed 's/^USER 10001:10001$/USER root/' client/python/Dockerfile >"$work/hub/Dockerfile"
+reject "a notebook image that runs as root" "numeric non-root USER" hub_check "$hub_render" --notebook-dockerfile "$work/hub/Dockerfile"
+sed 's|^\(\s*\)cidr: 192.0.2.0/24$|\1cidr: 0.0.0.0/0|; s|^\(\s*\)- 192.0.2.0/24$|\1- 0.0.0.0/0|' \
+  "$work/render/deploy_components_external.yaml" >"$work/weak/external-open.yaml"
+reject "attn-server's external endpoint open to every address" "0.0.0.0/0 admits every address" \
+  "${checker[@]}" policy "$work/weak/external-open.yaml"
 
 # The cohort: identity, isolation, quotas (each against the check that must catch it).
 reject "tokens Secret mounted writable" "must be mounted readOnly" render_and "$broken/secret-mounted-writable" policy
@@ -356,7 +407,7 @@ reject "gRPC admitted by a label a namespace can set itself" "select the cohort 
 reject "DNS egress to every address" "an egress rule to every destination" render_and "$broken/egress-anywhere" policy
 reject "PriorityClass that the pod does not use" "no priorityClassName" render_and "$broken/no-priority-class" policy
 reject "cohort egress to the internet" "egress to ipBlock 0.0.0.0/0" render_and "$broken/cohort-egress-anywhere" policy
-sed 's|^\(\s*\)cidr: 0.0.0.0/0$|\1cidr: 10.0.0.0/8|' "$work/render/deploy_components_external.yaml" >"$work/weak/external-ranges.yaml"
+sed 's|^\(\s*\)cidr: 192.0.2.0/24$|\1cidr: 10.0.0.0/8|' "$work/render/deploy_components_external.yaml" >"$work/weak/external-ranges.yaml"
 reject "external gRPC admitted from addresses the load balancer does not take" "equal to an external LoadBalancer Service's loadBalancerSourceRanges" \
   "${checker[@]}" policy "$work/weak/external-ranges.yaml"
 mkdir -p "$work/cohort-copy" "$work/id-copy"
@@ -404,9 +455,6 @@ reject "handed-out tokens left in the tree" "holds a bearer token" "${checker[@]
 rm "$work/leak/deploy/participants.txt"
 cp "$cohort_out/tls/tls.key" "$work/leak/deploy/server.pem"
 reject "a private key left in the tree" "holds a private key" "${checker[@]}" no-secrets "$work/leak"
-sed 's/^USER 10001:10001$/USER root/' client/python/Dockerfile >"$work/jupyter/Dockerfile"
-reject "JupyterLab image that runs as root" "numeric non-root USER" \
-  "${checker[@]}" jupyter "$jupyter_render" --server-render "$work/render/deploy.yaml" --dockerfile "$work/jupyter/Dockerfile"
 
 reject "scrape that promtool check metrics rejects" 'should have "_total" suffix' \
   sh -c "'$promtool' check metrics <'$broken/unclean-scrape.txt'"

@@ -31,17 +31,21 @@ exits 1. Nothing here needs a cluster, a cloud account or the network.
                        scripts/apt-packages.txt + deps.sh, numeric non-root user, the two
                        binaries, ports matching the flag file, every source CMake builds in
                        the build context (.dockerignore)
-  cohort-scripts --server-render RENDER [--jupyter-render RENDER] --work DIR
+  cohort-scripts --server-render RENDER [--hub-render RENDER] --work DIR
                        scripts/mint-tokens.sh and scripts/make-cohort-ca.sh run into DIR: formats,
                        modes, each hash the SHA-256 of the token handed out, the certificate's
                        names against the Services, the Secrets' names and keys against the mounts
   no-secrets [ROOT]    no token, tokens-file line, private key or Secret with data in what git
                        would commit (the server's and client's own tests aside)
-  jupyter RENDER --server-render RENDER [--dockerfile FILE]
-                       the cohort's JupyterLab (deploy/jupyter): a restricted pod with writable
-                       home and /tmp, a LoadBalancer on its port, ATTN_TARGET naming a gRPC port
-                       of an attn-server Service whose NetworkPolicy admits its namespace; the
-                       image's USER, EXPOSE, pinned pip installs and entrypoint
+  jupyterhub RENDER --server-render RENDER --work DIR [--require-filled]
+                       the cohort's JupyterHub (deploy/jupyterhub): a restricted hub pod, HTTPS on
+                       443 from the listed source ranges (never every address) and the redirect,
+                       its Role without Secrets; the participant's pod as KubeSpawner makes it
+                       from the deployed jupyterhub_config.py: restricted, read-only root, no
+                       service-account token, ATTN_TOKEN from the participant's own Secret,
+                       ATTN_TARGET a gRPC port whose NetworkPolicy admits the namespace, reached
+                       by the hub alone (never by another participant's pod), inside the quota;
+                       every image pinned (by digest with --require-filled); the two Dockerfiles
 """
 import argparse
 import base64
@@ -236,6 +240,7 @@ def cmd_policy(args):
                          f'Namespace/{ns["metadata"]["name"]}: Pod Security enforces {enforced!r}, not {" or ".join(wanted)}')
 
     material = material_problems(docs, problems)
+    open_range_problems(docs, False, problems)
     cohort_summary = ""
     for ns in by_kind.get("Namespace", []):
         if ns["metadata"]["name"] in COHORT_NAMESPACES:
@@ -400,7 +405,7 @@ def cmd_policy(args):
             problems.require(dig(svc, "spec", "externalTrafficPolicy") == "Local",
                              f"{sw}: externalTrafficPolicy must be Local, or the NetworkPolicy sees node addresses, not clients'")
             ranges = sorted(dig(svc, "spec", "loadBalancerSourceRanges") or [])
-            if problems.require(ranges, f"{sw}: no loadBalancerSourceRanges (say 0.0.0.0/0 if every address is meant)"):
+            if problems.require(ranges, f"{sw}: no loadBalancerSourceRanges: list the workshop's networks (never every address)"):
                 external_ranges.append(ranges)
     problems.require(kinds == {"headless", "clusterip"},
                      f"need a ClusterIP and a headless Service selecting the pods; found {sorted(kinds) or 'none'}")
@@ -687,8 +692,9 @@ def quantity(value):
 def cohort_policy(by_kind, ns, problems):
     """The cohort's namespace: a ResourceQuota with no GPUs and CPU and memory bounded, none of
     attn-server's PriorityClass; a LimitRange that gives every container requests and limits;
-    default-deny NetworkPolicies with egress only to DNS and attn-server; and the workloads
-    there (JupyterLab) inside both, with room left for participants' client pods."""
+    default-deny NetworkPolicies with egress only to DNS and attn-server (and, for the
+    JupyterHub there, between its named pods and from the hub to the API server); and the
+    workloads there inside both, with room left for client pods."""
     def in_ns(kind):
         return [o for o in by_kind.get(kind, []) if dig(o, "metadata", "namespace", default=ns) == ns]
     quotas = in_ns("ResourceQuota")
@@ -725,6 +731,15 @@ def cohort_policy(by_kind, ns, problems):
     for pol in policies:
         for rule in dig(pol, "spec", "egress") or []:
             why = egress_rule_problem(rule, allow_server=True)
+            peers = rule.get("to") or []
+            # Within the namespace: named pods on named ports (the hub and the notebook servers,
+            # each direction checked by the jupyterhub check).
+            if peers and _port_set(rule) and all(set(p) == {"podSelector"} and dig(p, "podSelector", "matchLabels") for p in peers):
+                why = ""
+            # The Kubernetes API server's one address on 443, for the hub alone (KubeSpawner).
+            if dig(pol, "spec", "podSelector", "matchLabels") == {"app.kubernetes.io/name": HUB} and _port_set(rule) == {("443", "TCP")} \
+                    and all(set(p) == {"ipBlock"} and p["ipBlock"].get("cidr", "").endswith("/32") for p in peers):
+                why = ""
             problems.require(not why, f'NetworkPolicy/{pol["metadata"]["name"]} in {ns}: {why}')
 
     # The workloads here fit the LimitRange and, all replicas together, the quota.
@@ -1340,153 +1355,392 @@ def cmd_dockerfile(args):
                            f"the {len(sources)} sources CMake names are in the build context")
 
 
-# --- the cohort's JupyterLab -------------------------------------------------------------------
+# --- the cohort's JupyterHub -------------------------------------------------------------------
 
-JUPYTER = "attn-jupyter"
+HUB = "attn-hub"
+HUB_CONFIG = ROOT / "deploy/jupyterhub/jupyterhub_config.py"
+HUB_TLS_SECRET = "attn-hub-tls"
+# Placeholders an overlay replaces: the images' names, documentation address ranges (RFC 5737).
+IMAGE_PLACEHOLDERS = {"attn-hub", "attn-notebook", "attn-server"}
+DOC_RANGES = ("192.0.2.", "198.51.100.", "203.0.113.")
+OPEN_RANGES = {"0.0.0.0/0", "::/0"}
+DIGEST_RE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 # What attn_client reads from ATTN_TARGET inside the cluster: a Service's DNS name and port.
 SERVICE_TARGET = re.compile(r"^(?:dns:///)?(?P<svc>[a-z0-9-]+)\.(?P<ns>[a-z0-9-]+)\.svc(?:\.cluster\.local)?:(?P<port>[0-9]+)$")
 
 
-def cmd_jupyter(args):
-    """deploy/jupyter against the server's render: a restricted pod, a LoadBalancer on its port,
-    ATTN_TARGET naming a gRPC port of an attn-server Service, from a namespace the server's
-    NetworkPolicy admits to that port; the image's USER and EXPOSE as the pod expects."""
+def image_problem(image, require_digest):
+    """Why an image reference is not pinned: by digest, or (in the repository's bases) a
+    placeholder name that the host's overlay replaces with one."""
+    if DIGEST_RE.match(image or ""):
+        return ""
+    if not require_digest and image in IMAGE_PLACEHOLDERS:
+        return ""
+    return f"image {image!r} is not pinned by digest (name@sha256:...)"
+
+
+def open_range_problems(docs, require_filled, problems):
+    """LoadBalancers and Ingresses admit a list of source ranges, none of them every address; with
+    require_filled (the host's overlay), no documentation placeholder either."""
+    for doc in docs:
+        name = f'{doc["kind"]}/{dig(doc, "metadata", "name")}'
+        ranges = []
+        if doc["kind"] == "Service" and dig(doc, "spec", "type") == "LoadBalancer":
+            ranges = dig(doc, "spec", "loadBalancerSourceRanges") or []
+            problems.require(ranges, f"{name}: a LoadBalancer without loadBalancerSourceRanges is open to every address")
+        elif doc["kind"] == "Ingress":
+            allow = dig(doc, "metadata", "annotations", "nginx.ingress.kubernetes.io/whitelist-source-range") or ""
+            ranges = [r.strip() for r in allow.split(",") if r.strip()]
+            problems.require(ranges, f"{name}: an Ingress without a source allow-list (whitelist-source-range) is open to every address")
+        elif doc["kind"] == "NetworkPolicy":
+            ranges = [p["ipBlock"].get("cidr") for r in dig(doc, "spec", "ingress") or [] for p in r.get("from") or [] if "ipBlock" in p]
+            ranges += [p["ipBlock"].get("cidr") for r in dig(doc, "spec", "egress") or [] for p in r.get("to") or [] if "ipBlock" in p]
+        for r in ranges:
+            problems.require(r not in OPEN_RANGES, f"{name}: {r} admits every address; list the workshop's networks")
+            problems.require(not (require_filled and r.startswith(DOC_RANGES)),
+                             f"{name}: {r} is the repository's placeholder (a documentation range); your overlay sets the real one")
+
+
+def hub_user_pod(config_text, hub_env, user, work):
+    """KubeSpawner's pod and home volume for `user`, made by the deployed jupyterhub_config.py
+    (`config_text`) with the hub container's environment, as the hub makes them; no cluster is
+    contacted."""
+    import asyncio
+    import os
+    from traitlets.config.loader import PyFileConfigLoader
+
+    work.mkdir(parents=True, exist_ok=True)
+    (work / HUB_CONFIG.name).write_text(config_text)
+    (work / "participants.txt").write_text(f"{user} participant\nhost admin\n")
+    (work / "kubeconfig").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "none",
+        "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "none", "user": {}}],
+        "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}]}))
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in hub_env.items() if v is not None})
+    os.environ.update({"ATTN_HUB_PARTICIPANTS": str(work / "participants.txt"), "KUBECONFIG": str(work / "kubeconfig")})
+    try:
+        config = PyFileConfigLoader(HUB_CONFIG.name, path=str(work)).load_config()
+        from kubernetes_asyncio.client import ApiClient
+        from kubespawner import KubeSpawner
+
+        class MockUser:
+            name, id, url, escaped_name = user, 1, f"/user/{user}/", user
+            settings = {}
+
+        async def make():
+            spawner = KubeSpawner(config=config, user=MockUser(), _mock=True)
+            api = ApiClient()
+            try:
+                return (config, api.sanitize_for_serialization(await spawner.get_pod_manifest()),
+                        api.sanitize_for_serialization(spawner.get_pvc_manifest()))
+            finally:
+                await api.close()
+        return asyncio.run(make())
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def cmd_jupyterhub(args):
+    """deploy/jupyterhub: the hub's pod, its public side (HTTPS, redirect, source ranges), its
+    Role, and the participants' pods as KubeSpawner makes them from the deployed config:
+    restricted, no service-account token, the participant's own token from their Secret, the
+    attn service and CA, isolated from each other by the NetworkPolicies, inside the cohort's
+    LimitRange and quota; every image pinned; the two images' Dockerfiles."""
     docs, server_docs = load_docs(args.render), load_docs(args.server_render)
     problems = Problems()
-    deps = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == JUPYTER]
-    if not problems.require(deps, f"no {JUPYTER} Deployment in {args.render}"):
+    deps = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == HUB]
+    if not problems.require(deps, f"no {HUB} Deployment in {args.render}"):
         return problems.report("")
     dep = deps[0]
-    where = f"Deployment/{JUPYTER}"
+    where = f"Deployment/{HUB}"
     ns_name = dep["metadata"].get("namespace", "default")
-    pod = dep["spec"]["template"]
-    pod_labels = dig(pod, "metadata", "labels") or {}
-    spec = pod["spec"]
-    problems.require(selector_matches(dep["spec"].get("selector"), pod_labels),
-                     f"{where}: spec.selector does not match the pod template's labels")
-    containers = spec.get("containers") or []
-    if not problems.require(len(containers) == 1, f"{where}: expected one container (JupyterLab)"):
+    pod_labels = dig(dep, "spec", "template", "metadata", "labels") or {}
+    spec = dep["spec"]["template"]["spec"]
+    problems.require(selector_matches(dep["spec"].get("selector"), pod_labels), f"{where}: spec.selector does not match the pod's labels")
+    c = next((c for c in spec.get("containers") or [] if c.get("name") == "hub"), None)
+    if not problems.require(c, f"{where}: no container named hub"):
         return problems.report("")
-    c = containers[0]
-    cw = f"{where} container {c.get('name')}"
-
-    # Pod Security "restricted" (the cohort namespace warns on less), and no GPU.
+    cw = f"{where} container hub"
     psc, csc = spec.get("securityContext") or {}, c.get("securityContext") or {}
     problems.require(psc.get("runAsNonRoot") is True and isinstance(psc.get("runAsUser"), int) and psc["runAsUser"] > 0,
                      f"{where}: pod securityContext needs runAsNonRoot: true and a numeric non-root runAsUser")
     problems.require(dig(psc, "seccompProfile", "type") == "RuntimeDefault", f"{where}: pod seccompProfile must be RuntimeDefault")
-    problems.require(spec.get("automountServiceAccountToken") is False,
-                     f"{where}: automountServiceAccountToken must be false (notebooks call no Kubernetes API)")
-    problems.require(csc.get("allowPrivilegeEscalation") is False, f"{cw}: allowPrivilegeEscalation must be false")
-    problems.require("ALL" in (dig(csc, "capabilities", "drop") or []), f"{cw}: capabilities must drop ALL")
-    problems.require(not dig(csc, "capabilities", "add") and csc.get("privileged") is not True, f"{cw}: adds privileges")
+    problems.require(csc.get("allowPrivilegeEscalation") is False and "ALL" in (dig(csc, "capabilities", "drop") or [])
+                     and not dig(csc, "capabilities", "add") and csc.get("privileged") is not True,
+                     f"{cw}: must not escalate, and must drop ALL capabilities")
+    problems.require(csc.get("readOnlyRootFilesystem") is True, f"{cw}: readOnlyRootFilesystem must be true")
     for section in ("requests", "limits"):
         for res in ("cpu", "memory"):
             problems.require(dig(c, "resources", section, res) is not None, f"{cw}: no {section}.{res}")
-    problems.require(not dig(c, "resources", "limits", "nvidia.com/gpu"),
-                     f"{cw}: holds a GPU; notebooks send their work to attn-server")
-    # A read-only root: JupyterLab's home and /tmp must be writable volumes.
-    env = {e["name"]: e.get("value") for e in c.get("env") or []}
-    mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts") or []}
-    volumes = {v["name"]: v for v in spec.get("volumes") or []}
-    problems.require(csc.get("readOnlyRootFilesystem") is True, f"{cw}: readOnlyRootFilesystem must be true")
-    for path in (env.get("HOME"), "/tmp"):
-        problems.require(path and path in mounts and "emptyDir" in volumes.get(mounts[path], {}),
-                         f"{cw}: {path or 'HOME (unset)'} must be an emptyDir mount (the root is read-only)")
-
-    # The LoadBalancer reaches JupyterLab's port; the probes ask that port.
     ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
-    lbs = [s for s in docs if s["kind"] == "Service" and dig(s, "spec", "type") == "LoadBalancer"
-           and dig(s, "spec", "selector") and selector_matches({"matchLabels": dig(s, "spec", "selector")}, pod_labels)]
-    if problems.require(lbs, f"no LoadBalancer Service selects the {JUPYTER} pods"):
-        for p in dig(lbs[0], "spec", "ports") or []:
-            tp = p.get("targetPort", p.get("port"))
-            problems.require(tp in ports or tp in ports.values(),
-                             f"Service/{lbs[0]['metadata']['name']}: targetPort {tp} is not a port of the pod")
     for probe in ("readinessProbe", "livenessProbe"):
         port = dig(c, probe, "httpGet", "port")
         problems.require(port in ports or port in ports.values(), f"{cw}: {probe} must httpGet a port of the pod")
+    hub_env = {e["name"]: e.get("value") for e in c.get("env") or []}
+    problems.require(not any(TOKEN_RE.search(str(v)) for v in hub_env.values()), f"{cw}: a token in the hub's environment")
+    volumes = {v["name"]: v for v in spec.get("volumes") or []}
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts") or []}
 
-    # ATTN_TARGET: an attn-server Service's gRPC port, from a namespace its NetworkPolicy admits.
-    target = env.get("ATTN_TARGET") or ""
-    m = SERVICE_TARGET.match(target)
-    admitted_by = ""
-    if problems.require(m, f"{cw}: ATTN_TARGET {target!r} is not a Service's name:port "
-                           f"([dns:///]NAME.NAMESPACE.svc.cluster.local:PORT)"):
-        svcs = [s for s in server_docs if s["kind"] == "Service" and s["metadata"]["name"] == m["svc"]
-                and s["metadata"].get("namespace") == m["ns"]]
-        if problems.require(svcs, f"{cw}: ATTN_TARGET names Service {m['ns']}/{m['svc']}, which {args.server_render} lacks"):
-            svc_ports = [p for p in dig(svcs[0], "spec", "ports") or [] if str(p.get("port")) == m["port"]]
-            problems.require(svc_ports and svc_ports[0].get("targetPort") == "grpc",
-                             f"{cw}: ATTN_TARGET's port {m['port']} is not a grpc port of Service {m['ns']}/{m['svc']}")
-            selector = dig(svcs[0], "spec", "selector") or {}
-            ns_objs = [n for n in docs + server_docs if n["kind"] == "Namespace" and n["metadata"]["name"] == ns_name]
-            ns_labels = {"kubernetes.io/metadata.name": ns_name,
-                         **((dig(ns_objs[0], "metadata", "labels") or {}) if ns_objs else {})}
-            for pol in server_docs:
-                if pol["kind"] != "NetworkPolicy" or pol["metadata"].get("namespace") != m["ns"] \
-                        or not selector_matches(dig(pol, "spec", "podSelector"), selector):
-                    continue
-                for rule in dig(pol, "spec", "ingress") or []:
-                    if "grpc" not in {p.get("port") for p in rule.get("ports") or []}:
-                        continue
-                    for peer in rule.get("from") or []:
-                        if "namespaceSelector" in peer and selector_matches(peer["namespaceSelector"], ns_labels) \
-                                and ("podSelector" not in peer or selector_matches(peer["podSelector"], pod_labels)):
-                            admitted_by = pol["metadata"]["name"]
-            problems.require(admitted_by, f"{where}: namespace {ns_name} (labels {ns_labels}) is not admitted to the gRPC "
-                                          f"port of {m['ns']}/{m['svc']} by any NetworkPolicy there")
-            # Its own namespace's egress policies let it out to that port.
-            egress = [p for p in docs if p["kind"] == "NetworkPolicy" and p["metadata"].get("namespace", ns_name) == ns_name
-                      and "Egress" in (dig(p, "spec", "policyTypes") or []) and selector_matches(dig(p, "spec", "podSelector"), pod_labels)]
-            server_pod = {"app.kubernetes.io/name": SERVER}
-            target_port = next((p.get("targetPort") for p in dig(svcs[0], "spec", "ports") or [] if str(p.get("port")) == m["port"]), None)
-            problems.require(not egress or any(
-                namespace_names(peer.get("namespaceSelector")) == {m["ns"]} and selector_matches(peer.get("podSelector"), server_pod)
-                and _port_set(rule) & {(m["port"], "TCP"), (str(target_port), "TCP")}
-                for pol in egress for rule in dig(pol, "spec", "egress") or [] for peer in rule.get("to") or []),
-                f"{where}: no NetworkPolicy of namespace {ns_name} lets it out to {m['ns']}/{SERVER} on port {m['port']}")
+    def volume_at(path):
+        m = mounts.get(path)
+        return (volumes.get(m["name"], {}), m) if m else ({}, {})
 
-    # TLS: the cohort CA's certificate from ConfigMap attn-cohort-ca (make-cohort-ca.sh), mounted
-    # read-only where GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (gRPC's default roots, so Client(tls=True)
-    # trusts it) and ATTN_TLS_CA_FILE (for ca_file=) point; no participant's token in the pod's
-    # environment (every notebook of the pod would share it).
-    ca_path = env.get("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH") or ""
-    ca_dir, _, ca_key = ca_path.rpartition("/")
-    ca_mount = next((mnt for mnt in c.get("volumeMounts") or [] if mnt["mountPath"] == ca_dir), None)
-    ca_volume = volumes.get(ca_mount["name"], {}) if ca_mount else {}
-    if problems.require(ca_path and dig(ca_volume, "configMap", "name") == CA_CONFIGMAP,
-                        f"{cw}: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH ({ca_path or 'unset'}) is not a file of the mounted ConfigMap "
-                        f"{CA_CONFIGMAP} (the cohort CA; attn-server speaks TLS)"):
-        problems.require(ca_mount.get("readOnly") is True, f"{cw}: ConfigMap {CA_CONFIGMAP} must be mounted readOnly")
-        items = dig(ca_volume, "configMap", "items")
-        problems.require(ca_key == "ca.crt" and not items, f"{cw}: {ca_path}: the ConfigMap's key is ca.crt")
-    problems.require(env.get("ATTN_TLS_CA_FILE") == ca_path, f"{cw}: ATTN_TLS_CA_FILE must name {ca_path or 'the CA file'} too")
-    problems.require("ATTN_TOKEN" not in env, f"{cw}: ATTN_TOKEN in the pod's environment would give every notebook one identity")
+    # The deployed config is the repository's file, from the ConfigMap the entrypoint reads.
+    cm_vol, _ = volume_at("/etc/attn/hub")
+    cms = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == dig(cm_vol, "configMap", "name")]
+    config_text = dig(cms[0], "data", HUB_CONFIG.name, default="") if cms else ""
+    if not problems.require(config_text, f"{cw}: no {HUB_CONFIG.name} in a ConfigMap mounted at /etc/attn/hub (the entrypoint's --config)"):
+        return problems.report("")
+    tls_vol, tls_mount = volume_at(hub_env.get("ATTN_HUB_TLS_DIR") or "")
+    problems.require(dig(tls_vol, "secret", "secretName") == HUB_TLS_SECRET and tls_mount.get("readOnly") is True,
+                     f"{cw}: ATTN_HUB_TLS_DIR must be Secret {HUB_TLS_SECRET} mounted readOnly (the HTTPS certificate)")
+    mode = dig(tls_vol, "secret", "defaultMode", default=0o644)
+    problems.require(mode & 0o007 == 0, f"{cw}: Secret {HUB_TLS_SECRET}: defaultMode {mode:o} lets any user of the container read the key")
+    part_vol, _ = volume_at(str(pathlib.PurePosixPath(hub_env.get("ATTN_HUB_PARTICIPANTS") or "/x/y").parent))
+    problems.require(dig(part_vol, "configMap", "name") == "attn-hub-participants",
+                     f"{cw}: ATTN_HUB_PARTICIPANTS must be a file of ConfigMap attn-hub-participants (scripts/mint-tokens.sh)")
+    data_vol, _ = volume_at(hub_env.get("ATTN_HUB_DATA_DIR") or "")
+    problems.require("persistentVolumeClaim" in data_vol, f"{cw}: ATTN_HUB_DATA_DIR must be a PersistentVolumeClaim (the hub's database)")
 
-    # The image: a numeric non-root USER (the pod's runAsUser), EXPOSE of the pod's port, the
-    # pinned versions, JupyterLab as the entrypoint.
-    user = ""
-    if args.dockerfile:
-        path = pathlib.Path(args.dockerfile)
+    # Its Role: pods and volumes in its namespace, never Secrets; no cluster-wide binding.
+    for rb in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        if any(s.get("name") == spec.get("serviceAccountName") for s in rb.get("subjects") or []):
+            problems.require(rb["kind"] == "RoleBinding", f"ClusterRoleBinding/{rb['metadata']['name']}: the hub's rights stay in its namespace")
+            role = next((r for r in docs if r["kind"] == "Role" and r["metadata"]["name"] == dig(rb, "roleRef", "name")), {})
+            for rule in role.get("rules") or []:
+                problems.require(not {"secrets", "*"} & set(rule.get("resources") or []),
+                                 f"Role/{dig(role, 'metadata', 'name')}: the hub may read Secrets; the kubelet alone gives each pod its token")
+
+    # The public side: HTTPS from the listed ranges, the redirect, the certificate.
+    open_range_problems(docs, args.require_filled, problems)
+    lbs = [s for s in docs if s["kind"] == "Service" and dig(s, "spec", "type") == "LoadBalancer"
+           and selector_matches({"matchLabels": dig(s, "spec", "selector") or {}}, pod_labels)]
+    lb_ranges = []
+    if problems.require(len(lbs) == 1, f"need one LoadBalancer Service for the hub's pods; found {len(lbs)}"):
+        lb = lbs[0]
+        sw = f"Service/{lb['metadata']['name']}"
+        lb_ranges = sorted(dig(lb, "spec", "loadBalancerSourceRanges") or [])
+        problems.require(dig(lb, "spec", "externalTrafficPolicy") == "Local",
+                         f"{sw}: externalTrafficPolicy must be Local, or the NetworkPolicy sees node addresses, not browsers'")
+        by_target = {p.get("targetPort"): p.get("port") for p in dig(lb, "spec", "ports") or []}
+        public = {ports.get(t, t) for t in by_target}
+        problems.require(public == {ports.get("https"), ports.get("http-redirect")},
+                         f"{sw}: must carry the pod's https and http-redirect ports alone; carries {sorted(map(str, by_target))}")
+        problems.require(str(by_target.get("https")) == "443" and hub_env.get("ATTN_HUB_REDIRECT_TO") == "443",
+                         f"{sw}: HTTPS on 443, and ATTN_HUB_REDIRECT_TO ({hub_env.get('ATTN_HUB_REDIRECT_TO')}) must send browsers there")
+        problems.require(hub_env.get("ATTN_HUB_PUBLIC_PORT") == str(ports.get("https"))
+                         and hub_env.get("ATTN_HUB_REDIRECT_PORT") == str(ports.get("http-redirect")),
+                         f"{cw}: ATTN_HUB_PUBLIC_PORT / ATTN_HUB_REDIRECT_PORT are not the ports https / http-redirect")
+    policies = [p for p in docs if p["kind"] == "NetworkPolicy"]
+    for pol in policies:
+        if not selector_matches(dig(pol, "spec", "podSelector"), pod_labels):
+            continue
+        for rule in dig(pol, "spec", "ingress") or []:
+            cidrs = sorted(p["ipBlock"].get("cidr") for p in rule.get("from") or [] if "ipBlock" in p)
+            if cidrs:
+                rports = {ports.get(p.get("port"), p.get("port")) for p in rule.get("ports") or []}
+                problems.require(cidrs == lb_ranges and rports <= {ports.get("https"), ports.get("http-redirect")},
+                                 f"NetworkPolicy/{pol['metadata']['name']}: ipBlock {cidrs} on {sorted(map(str, rports))}: addresses "
+                                 f"reach the hub's public ports only, the same as the LoadBalancer's {lb_ranges}")
+    api_svc = [s for s in docs if s["kind"] == "Service" and dig(s, "spec", "type", default="ClusterIP") == "ClusterIP"
+               and selector_matches({"matchLabels": dig(s, "spec", "selector") or {}}, pod_labels)]
+    m = re.match(r"^http://([a-z0-9-]+)\.([a-z0-9-]+)\.svc(?:\.cluster\.local)?:([0-9]+)$", hub_env.get("ATTN_HUB_CONNECT_URL") or "")
+    problems.require(m and any(s["metadata"]["name"] == m[1] and m[2] == ns_name
+                               and any(str(p.get("port")) == m[3] and p.get("targetPort") == "hub-api" for p in dig(s, "spec", "ports") or [])
+                               for s in api_svc),
+                     f"{cw}: ATTN_HUB_CONNECT_URL {hub_env.get('ATTN_HUB_CONNECT_URL')!r} is not a Service of the hub's hub-api port")
+
+    # Every image pinned: the hub's, and the notebook image the spawner starts.
+    for doc in docs:
+        for ctr in (dig(doc, "spec", "template", "spec", "containers") or []) + (dig(doc, "spec", "template", "spec", "initContainers") or []):
+            why = image_problem(ctr.get("image"), args.require_filled)
+            problems.require(not why, f'{doc["kind"]}/{doc["metadata"]["name"]} container {ctr.get("name")}: {why}')
+
+    # A participant's pod, as KubeSpawner makes it from the deployed config.
+    try:
+        config, pod, pvc = hub_user_pod(config_text, hub_env, "alice", pathlib.Path(args.work))
+    except Exception as e:  # the config does not load, or KubeSpawner refuses it
+        problems.add(f"{HUB_CONFIG.name}: KubeSpawner could not make a participant's pod: {type(e).__name__}: {e}")
+        return problems.report("")
+    pw = "KubeSpawner's pod for alice"
+    pspec = pod["spec"]
+    nb = pspec["containers"][0]
+    nsc, npsc = nb.get("securityContext") or {}, pspec.get("securityContext") or {}
+    why = image_problem(nb.get("image"), args.require_filled)
+    problems.require(not why, f"{pw}: {why} (the hub's ATTN_NOTEBOOK_IMAGE, set by the overlay's images:)")
+    problems.require(npsc.get("runAsNonRoot") is True and isinstance(nsc.get("runAsUser"), int) and nsc["runAsUser"] > 0,
+                     f"{pw}: must run as a numeric non-root user (runAsNonRoot)")
+    problems.require(dig(npsc, "seccompProfile", "type") == "RuntimeDefault", f"{pw}: pod seccompProfile must be RuntimeDefault")
+    problems.require(nsc.get("readOnlyRootFilesystem") is True, f"{pw}: readOnlyRootFilesystem must be true")
+    problems.require(nsc.get("allowPrivilegeEscalation") is False and "ALL" in (dig(nsc, "capabilities", "drop") or [])
+                     and nsc.get("privileged") is not True, f"{pw}: must not escalate, and must drop ALL capabilities")
+    problems.require(pspec.get("automountServiceAccountToken") is False,
+                     f"{pw}: automountServiceAccountToken must be false (a notebook calls no Kubernetes API)")
+    nvols = {v["name"]: v for v in pspec.get("volumes") or []}
+    nmounts = {m["mountPath"]: m for m in nb.get("volumeMounts") or []}
+    nenv = {e["name"]: e for e in nb.get("env") or []}
+    home = "/home/jovyan"
+    problems.require(home in nmounts and "persistentVolumeClaim" in nvols.get(nmounts[home]["name"], {}),
+                     f"{pw}: {home} must be the participant's own volume (a PersistentVolumeClaim)")
+    problems.require("/tmp" in nmounts and "emptyDir" in nvols.get(nmounts["/tmp"]["name"], {}), f"{pw}: /tmp must be an emptyDir (read-only root)")
+    token = nenv.get("ATTN_TOKEN", {})
+    problems.require(dig(token, "valueFrom", "secretKeyRef") == {"name": "attn-token-alice", "key": "token"} and "value" not in token,
+                     f"{pw}: ATTN_TOKEN must come from Secret attn-token-alice key token (scripts/mint-tokens.sh), got {token}")
+    problems.require(not any(TOKEN_RE.search(json.dumps(e)) for e in nenv.values()), f"{pw}: a token in the pod's environment")
+    ca = (nenv.get("ATTN_TLS_CA_FILE") or {}).get("value") or ""
+    ca_mount = nmounts.get(ca.rpartition("/")[0], {})
+    problems.require(dig(nvols.get(ca_mount.get("name"), {}), "configMap", "name") == CA_CONFIGMAP and ca_mount.get("readOnly")
+                     and ca.endswith("/ca.crt"), f"{pw}: ATTN_TLS_CA_FILE {ca!r} is not ca.crt of ConfigMap {CA_CONFIGMAP}, mounted readOnly")
+    for res in ("cpu", "memory"):
+        for section in ("requests", "limits"):
+            problems.require(dig(nb, "resources", section, res) is not None, f"{pw}: no {section}.{res}")
+    problems.require(not dig(nb, "resources", "limits", "nvidia.com/gpu"), f"{pw}: holds a GPU; notebooks send their work to attn-server")
+    nb_labels = dig(pod, "metadata", "labels") or {}
+    target = (nenv.get("ATTN_TARGET") or {}).get("value") or ""
+    admitted_by = target_problems(target, nb_labels, ns_name, docs, server_docs, args.server_render, problems, pw)
+
+    # Isolation: only the hub reaches a notebook server, and a notebook reaches DNS, attn-server
+    # and the hub's API alone.
+    nb_policies = [p for p in policies if selector_matches(dig(p, "spec", "podSelector"), nb_labels)]
+    problems.require(any(dig(p, "spec", "podSelector") == {} and "Ingress" in (dig(p, "spec", "policyTypes") or [])
+                         and not dig(p, "spec", "ingress") for p in nb_policies),
+                     f"{pw}: no default-deny ingress NetworkPolicy selects it")
+    hub_reaches = False
+    for pol in nb_policies:
+        pn = f"NetworkPolicy/{pol['metadata']['name']}"
+        for rule in dig(pol, "spec", "ingress") or []:
+            for peer in rule.get("from") or [{}]:
+                ok = set(peer) == {"podSelector"} and selector_matches(peer["podSelector"], pod_labels) \
+                    and not selector_matches(peer["podSelector"], nb_labels)
+                problems.require(ok, f"{pn}: admits {json.dumps(peer, sort_keys=True)} to participants' pods; only the hub may "
+                                     f"reach them (never another participant's)")
+                hub_reaches = hub_reaches or (ok and any(str(p.get("port")) == "8888" for p in rule.get("ports") or []))
+        for rule in dig(pol, "spec", "egress") or []:
+            to_hub = all(set(p) == {"podSelector"} and selector_matches(p["podSelector"], pod_labels) for p in rule.get("to") or [{}]) \
+                and _port_set(rule) <= {(str(ports.get("hub-api")), "TCP"), ("hub-api", "TCP")} and _port_set(rule)
+            why = "" if to_hub else egress_rule_problem(rule, allow_server=True)
+            problems.require(not why, f"{pn} (participants' pods): {why}")
+    problems.require(hub_reaches, f"{pw}: no NetworkPolicy admits the hub to its port 8888")
+
+    # Inside the LimitRange, and how many participants' pods and home volumes fit the quota beside the hub.
+    fits, fit_why = participants_fit(docs, ns_name, pod, pvc, problems)
+    problems.require(fits >= args.participants,
+                     f"namespace {ns_name}: only {fits} participants' pods fit its quota beside the hub ({fit_why}); want {args.participants}")
+    # The pod and its volume claim are valid Kubernetes objects.
+    import kubernetes_validate
+    for obj in (pod, pvc):
+        try:
+            kubernetes_validate.validate(obj, args.kube_version, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            problems.add(f"{pw}: {obj['kind']}: Kubernetes {args.kube_version} schema: {e.message}")
+
+    # The images: the users the pods run as, the pinned packages, the command the spawner runs.
+    hub_df, nb_df = pathlib.Path(args.hub_dockerfile), pathlib.Path(args.notebook_dockerfile)
+    for path, uid in ((hub_df, psc.get("runAsUser")), (nb_df, nsc.get("runAsUser"))):
         _, stages = dockerfile_stages(path)
         final = stages[-1]["lines"] if stages else []
         users = [rest.strip() for word, rest in final if word == "USER"]
-        user = users[-1] if users else ""
-        problems.require(re.fullmatch(r"[1-9][0-9]*(:[0-9]+)?", user) and int(user.split(":")[0]) == psc.get("runAsUser"),
-                         f"{path.name}: the final stage must end as a numeric non-root USER equal to the pod's "
-                         f"runAsUser ({psc.get('runAsUser')}); it has {user or 'none'}")
-        exposed = {int(p.split("/")[0]) for word, rest in final if word == "EXPOSE" for p in rest.split()}
-        problems.require(set(ports.values()) <= exposed, f"{path.name}: EXPOSE {sorted(exposed)} lacks the pod's ports {sorted(ports.values())}")
-        installs = [rest for word, rest in final if word == "RUN" and "pip install" in rest]
-        problems.require(installs and all(" -c " in r and "constraints.txt" in r for r in installs),
-                         f"{path.name}: pip installs must take client/python/constraints.txt (-c), the tested versions")
-        problems.require(any("jupyter lab" in rest for word, rest in final if word in ("ENTRYPOINT", "CMD")),
-                         f"{path.name}: the entrypoint must start jupyter lab")
+        problems.require(users and re.fullmatch(r"[1-9][0-9]*(:[0-9]+)?", users[-1]) and int(users[-1].split(":")[0]) == uid,
+                         f"{path}: the final stage must end as a numeric non-root USER equal to its pod's runAsUser ({uid})")
+    reqs = [l.strip() for l in (hub_df.parent / "requirements.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    problems.require(reqs and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9.]*", r) for r in reqs),
+                     f"{hub_df.parent / 'requirements.txt'}: every package pinned (==)")
+    problems.require("node-configurable-http-proxy" in hub_df.read_text(), f"{hub_df}: configurable-http-proxy from Debian's package")
+    _, nb_stages = dockerfile_stages(nb_df)
+    nb_final = nb_stages[-1]["lines"] if nb_stages else []
+    installs = [rest for word, rest in nb_final if word == "RUN" and "pip install" in rest]
+    problems.require(installs and all(" -c " in r and "constraints.txt" in r and "^jupyterhub==" in r for r in installs),
+                     f"{nb_df}: pip installs take client/python/constraints.txt (-c) and the hub's own jupyterhub pin")
+    cmd = config.Spawner.cmd
+    problems.require(any(json.dumps(list(cmd)) in rest for word, rest in nb_final if word == "CMD"),
+                     f"{nb_df}: CMD must be the spawner's command {list(cmd)}")
+    return problems.report(f"{where} in {ns_name}: restricted, HTTPS on 443 from {lb_ranges}, redirect, its Role without Secrets; "
+                           f"KubeSpawner's pod: restricted, no service-account token, ATTN_TOKEN from Secret attn-token-alice, "
+                           f"{target} over TLS (admitted by NetworkPolicy/{admitted_by or '?'}), reached by the hub alone; "
+                           f"{fits} participants fit the quota ({fit_why}); images {'by digest' if args.require_filled else 'pinned or placeholders'}")
 
-    return problems.report(f"{where} in {ns_name}: restricted pod, LoadBalancer on :{next(iter(ports.values()), '?')}, "
-                           f"ATTN_TARGET {target} over TLS with the cohort CA at {ca_path} (admitted by NetworkPolicy/{admitted_by or '?'})"
-                           + (f", image USER {user}" if args.dockerfile else ""))
+
+def participants_fit(docs, ns, pod, pvc, problems):
+    """(how many participants' pods and home volumes fit the namespace's quota beside its other
+    workloads, the resource that binds); LimitRange max checked on the participant's pod."""
+    quotas = [q for q in docs if q["kind"] == "ResourceQuota" and not dig(q, "spec", "scopeSelector")]
+    hard = {}
+    for q in quotas:
+        for res, v in (dig(q, "spec", "hard") or {}).items():
+            hard[res] = min(quantity(v), hard.get(res, float("inf")))
+    limit_max = next((l.get("max") or {} for lr in docs if lr["kind"] == "LimitRange" for l in dig(lr, "spec", "limits") or []
+                      if l.get("type") == "Container"), {})
+    per, used = {"pods": 1, "persistentvolumeclaims": 1,
+                 "requests.storage": quantity(dig(pvc, "spec", "resources", "requests", "storage", default=0))}, {}
+    for section in ("requests", "limits"):
+        for res, v in (dig(pod, "spec", "containers", 0, "resources", section) or {}).items():
+            per[f"{section}.{res}"] = quantity(v)
+            if res in limit_max and section == "limits":
+                problems.require(quantity(v) <= quantity(limit_max[res]),
+                                 f"KubeSpawner's pod: limits.{res} {v} above the LimitRange's max {limit_max[res]}")
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "StatefulSet"):
+            n = dig(doc, "spec", "replicas", default=1)
+            used["pods"] = used.get("pods", 0) + n
+            for ctr in dig(doc, "spec", "template", "spec", "containers") or []:
+                for section in ("requests", "limits"):
+                    for res, v in (dig(ctr, "resources", section) or {}).items():
+                        used[f"{section}.{res}"] = used.get(f"{section}.{res}", 0) + n * quantity(v)
+        elif doc["kind"] == "PersistentVolumeClaim":
+            used["persistentvolumeclaims"] = used.get("persistentvolumeclaims", 0) + 1
+            used["requests.storage"] = used.get("requests.storage", 0) + quantity(dig(doc, "spec", "resources", "requests", "storage"))
+    fits = {res: int((hard[res] - used.get(res, 0)) // v) for res, v in per.items() if res in hard and v > 0}
+    if not fits:
+        return 0, "no quota"
+    res = min(fits, key=fits.get)
+    return fits[res], f"{res} binds"
+
+
+def target_problems(target, pod_labels, ns_name, docs, server_docs, server_render, problems, where):
+    """ATTN_TARGET is a gRPC port of an attn-server Service whose NetworkPolicy admits this
+    namespace, and this namespace's egress policies let the pod out to it. Returns the name of
+    the admitting policy ("" if none)."""
+    m = SERVICE_TARGET.match(target)
+    admitted_by = ""
+    if not problems.require(m, f"{where}: ATTN_TARGET {target!r} is not a Service's name:port "
+                               f"([dns:///]NAME.NAMESPACE.svc.cluster.local:PORT)"):
+        return ""
+    svcs = [s for s in server_docs if s["kind"] == "Service" and s["metadata"]["name"] == m["svc"]
+            and s["metadata"].get("namespace") == m["ns"]]
+    if not problems.require(svcs, f"{where}: ATTN_TARGET names Service {m['ns']}/{m['svc']}, which {server_render} lacks"):
+        return ""
+    svc_ports = [p for p in dig(svcs[0], "spec", "ports") or [] if str(p.get("port")) == m["port"]]
+    problems.require(svc_ports and svc_ports[0].get("targetPort") == "grpc",
+                     f"{where}: ATTN_TARGET's port {m['port']} is not a grpc port of Service {m['ns']}/{m['svc']}")
+    selector = dig(svcs[0], "spec", "selector") or {}
+    ns_objs = [n for n in docs + server_docs if n["kind"] == "Namespace" and n["metadata"]["name"] == ns_name]
+    ns_labels = {NAME_LABEL: ns_name, **((dig(ns_objs[0], "metadata", "labels") or {}) if ns_objs else {})}
+    for pol in server_docs:
+        if pol["kind"] != "NetworkPolicy" or pol["metadata"].get("namespace") != m["ns"] \
+                or not selector_matches(dig(pol, "spec", "podSelector"), selector):
+            continue
+        for rule in dig(pol, "spec", "ingress") or []:
+            if "grpc" not in {p.get("port") for p in rule.get("ports") or []}:
+                continue
+            for peer in rule.get("from") or []:
+                if "namespaceSelector" in peer and selector_matches(peer["namespaceSelector"], ns_labels) \
+                        and ("podSelector" not in peer or selector_matches(peer["podSelector"], pod_labels)):
+                    admitted_by = pol["metadata"]["name"]
+    problems.require(admitted_by, f"{where}: namespace {ns_name} (labels {ns_labels}) is not admitted to the gRPC "
+                                  f"port of {m['ns']}/{m['svc']} by any NetworkPolicy there")
+    egress = [p for p in docs if p["kind"] == "NetworkPolicy" and p["metadata"].get("namespace", ns_name) == ns_name
+              and "Egress" in (dig(p, "spec", "policyTypes") or []) and selector_matches(dig(p, "spec", "podSelector"), pod_labels)]
+    server_pod = {"app.kubernetes.io/name": SERVER}
+    target_port = svc_ports[0].get("targetPort") if svc_ports else None
+    problems.require(not egress or any(
+        namespace_names(peer.get("namespaceSelector")) == {m["ns"]} and selector_matches(peer.get("podSelector"), server_pod)
+        and _port_set(rule) & {(m["port"], "TCP"), (str(target_port), "TCP")}
+        for pol in egress for rule in dig(pol, "spec", "egress") or [] for peer in rule.get("to") or []),
+        f"{where}: no NetworkPolicy of namespace {ns_name} lets it out to {m['ns']}/{SERVER} on port {m['port']}")
+    return admitted_by
 
 
 def dockerignore_patterns(text):
@@ -1591,6 +1845,10 @@ def cmd_cohort_scripts(args):
     work = pathlib.Path(args.work)
     dep, mounts, flags, services = server_objects(args.server_render)
     namespace = dep["metadata"].get("namespace", "default")
+    hub_namespace = "attn-cohort"
+    if args.hub_render:
+        hub_namespace = next((d["metadata"].get("namespace") for d in load_docs(args.hub_render)
+                              if d["kind"] == "Deployment" and d["metadata"]["name"] == HUB), hub_namespace)
 
     # Tokens: mint, check, mint again (add, keep, rotate, remove), check again.
     tdir = work / "tokens"
@@ -1639,7 +1897,37 @@ def cmd_cohort_scripts(args):
         data = dig(secret, "data", want_key)
         problems.require(data and base64.b64decode(data).decode() == tokens.read_text(),
                          f"{when}: the Secret's key {want_key} (--tokens_file's name) is not tokens.txt")
+        notebook_problems(tdir, when, lines, handed)
         return {"lines": lines, "handed": handed}
+
+    def notebook_problems(tdir, when, lines, handed):
+        """Each participant's Secret attn-token-NAME holds exactly the token handed out to NAME and
+        goes to the notebook servers' namespace; the hub's list names them with their roles."""
+        secrets_file, list_file = tdir / "attn-notebook-tokens.secret.yaml", tdir / "attn-hub-participants.configmap.yaml"
+        for f in (secrets_file, list_file):
+            if not problems.require(f.exists(), f"{when}: {f.name} was not written"):
+                return
+            problems.require(file_mode(f) == 0o600, f"{when}: {f.name} has mode {file_mode(f):o}, not 600")
+        secrets = {dig(d, "metadata", "name"): d for d in load_docs(secrets_file)}
+        want = {f"attn-token-{n}" for n in handed if re.fullmatch(r"[a-z]([-a-z0-9]{0,46}[a-z0-9])?", n) and "--" not in n}
+        problems.require(set(secrets) == want, f"{when}: the notebook Secrets are {sorted(secrets)}, want {sorted(want)}")
+        for name, d in secrets.items():
+            who = name.removeprefix("attn-token-")
+            problems.require(d.get("kind") == "Secret" and dig(d, "metadata", "namespace") == hub_namespace,
+                             f"{when}: {name} is not a Secret in {hub_namespace}")
+            problems.require(base64.b64decode(dig(d, "data", "token", default="")).decode() == handed.get(who),
+                             f"{when}: Secret {name}'s token is not the one handed out to {who}")
+        cm = read_manifest(list_file)
+        listed = {l.split()[0]: l.split()[1] for l in (dig(cm, "data", "participants.txt") or "").splitlines()
+                  if l.strip() and not l.startswith("#")}
+        problems.require(dig(cm, "metadata", "name") == "attn-hub-participants" and dig(cm, "metadata", "namespace") == hub_namespace
+                         and set(listed) == {s.removeprefix("attn-token-") for s in want},
+                         f"{when}: {list_file.name} is not ConfigMap {hub_namespace}/attn-hub-participants naming {sorted(want)}")
+        for n, role in listed.items():
+            want_role = "admin" if lines.get(n, [None] * 3)[2:3] == ["admin"] else "participant"
+            problems.require(role == want_role, f"{when}: participants.txt gives {n} the role {role}, tokens.txt {want_role}")
+        problems.require(not TOKEN_RE.search(list_file.read_text()) and not TOKENS_LINE_RE.search(dig(cm, "data", "participants.txt") or ""),
+                         f"{when}: {list_file.name} holds a token or a hash")
 
     rc = run_script([args.mint, tdir, "alice", "bob", "--admin", "host", "--count", "2"])
     if problems.require(rc.returncode == 0, f"mint-tokens.sh failed: {rc.stderr.strip()}"):
@@ -1706,16 +1994,16 @@ def cmd_cohort_scripts(args):
                          and dig(cm, "data", "ca.crt") == (cdir / "ca.crt").read_text()
                          and not PRIVATE_KEY_RE.search(json.dumps(cm)),
                          f"{CA_CONFIGMAP}.configmap.yaml is not ConfigMap {CA_CONFIGMAP} holding ca.crt (and no key)")
-        if args.jupyter_render:
-            jdocs = load_docs(args.jupyter_render)
-            jdep = next((d for d in jdocs if d["kind"] == "Deployment"), {})
-            problems.require(dig(cm, "metadata", "namespace") == dig(jdep, "metadata", "namespace"),
-                             f"ConfigMap {CA_CONFIGMAP} goes to {dig(cm, 'metadata', 'namespace')}, JupyterLab runs in "
-                             f"{dig(jdep, 'metadata', 'namespace')}")
-            target = next((e.get("value") for c in dig(jdep, "spec", "template", "spec", "containers", default=[])
+        if args.hub_render:
+            hdocs = load_docs(args.hub_render)
+            hdep = next((d for d in hdocs if d["kind"] == "Deployment" and d["metadata"]["name"] == HUB), {})
+            problems.require(dig(cm, "metadata", "namespace") == dig(hdep, "metadata", "namespace"),
+                             f"ConfigMap {CA_CONFIGMAP} goes to {dig(cm, 'metadata', 'namespace')}, the notebook servers run in "
+                             f"{dig(hdep, 'metadata', 'namespace')}")
+            target = next((e.get("value") for c in dig(hdep, "spec", "template", "spec", "containers", default=[])
                            for e in c.get("env") or [] if e["name"] == "ATTN_TARGET"), "")
             host = re.sub(r"^dns:///", "", target).rsplit(":", 1)[0]
-            problems.require(f"DNS:{host}" in sans, f"JupyterLab's ATTN_TARGET host {host} is not a name of tls.crt")
+            problems.require(f"DNS:{host}" in sans, f"the notebook servers' ATTN_TARGET host {host} is not a name of tls.crt")
         ca_before, crt_before = (cdir / "ca.crt").read_bytes(), (cdir / "tls.crt").read_bytes()
         rc = run_script([args.ca, cdir])
         problems.require(rc.returncode == 0 and (cdir / "ca.crt").read_bytes() == ca_before
@@ -1825,17 +2113,23 @@ def main():
     p.add_argument("--mint", default=str(ROOT / "scripts/mint-tokens.sh"))
     p.add_argument("--ca", default=str(ROOT / "scripts/make-cohort-ca.sh"))
     p.add_argument("--server-render", required=True, help="the render of deploy/ (attn-server's mounts, flags, Services)")
-    p.add_argument("--jupyter-render", help="the render of deploy/jupyter (its namespace and ATTN_TARGET)")
+    p.add_argument("--hub-render", help="the render of deploy/jupyterhub (its namespace and ATTN_TARGET)")
     p.add_argument("--work", required=True, help="an empty folder outside the repository")
     p.set_defaults(fn=cmd_cohort_scripts)
     p = sub.add_parser("no-secrets")
     p.add_argument("root", nargs="?", default=str(ROOT))
     p.set_defaults(fn=cmd_no_secrets)
-    p = sub.add_parser("jupyter")
+    p = sub.add_parser("jupyterhub")
     p.add_argument("render")
     p.add_argument("--server-render", required=True, help="the render of deploy/ (attn-server's Services and policies)")
-    p.add_argument("--dockerfile", help="the JupyterLab image's Dockerfile (client/python/Dockerfile)")
-    p.set_defaults(fn=cmd_jupyter)
+    p.add_argument("--hub-dockerfile", default=str(ROOT / "deploy/jupyterhub/hub/Dockerfile"))
+    p.add_argument("--notebook-dockerfile", default=str(ROOT / "client/python/Dockerfile"))
+    p.add_argument("--require-filled", action="store_true",
+                   help="a host's overlay: every image by digest, no placeholder address ranges")
+    p.add_argument("--participants", type=int, default=20, help="notebook servers the quota must fit")
+    p.add_argument("--kube-version", default="1.33.0")
+    p.add_argument("--work", required=True, help="an empty folder for KubeSpawner's stand-in kubeconfig")
+    p.set_defaults(fn=cmd_jupyterhub)
     args = ap.parse_args()
     sys.exit(args.fn(args))
 
