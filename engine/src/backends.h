@@ -10,6 +10,7 @@
 namespace attn {
 
 std::unique_ptr<Backend> MakeCpuBackend();
+std::unique_ptr<Backend> MakeReferenceBackend();
 #if ATTN_HAVE_CUDA
 std::unique_ptr<Backend> MakeNaiveBackend();
 std::unique_ptr<Backend> MakeFusedBackend();
@@ -59,6 +60,8 @@ inline void AddBuiltinBackends(BackendRegistry& registry) {
                              "naive: needs a CUDA device; this engine was built without CUDA"));
 #endif
   registry.Add(MakeCpuBackend());
+  // After cpu, which runs every problem it runs: "auto" never picks the float64 reference.
+  registry.Add(MakeReferenceBackend());
   // Last: FP8 changes results far beyond rounding, so "auto" must never pick it (every problem
   // it takes, cudnn takes first).
 #if ATTN_HAVE_CUDNN

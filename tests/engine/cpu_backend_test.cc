@@ -1,6 +1,10 @@
-// The cpu backend (the engine's reference) against hand-checkable cases and an independent
-// float64 triple loop.
+// The host backends: `reference` (float64, what every backend is checked against) and `cpu`
+// (float32 flash attention, the default without a GPU). Both on hand-checkable cases; the
+// reference against an independent float64 triple loop; cpu against the reference over awkward
+// shapes (T != S, H = 1 and 257, row and key tails, GQA/MQA, kv_lens, causal).
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "attn/attention.h"
 #include "attn/registry.h"
@@ -15,7 +19,10 @@ int64_t At(int64_t L, int64_t heads, int64_t H, int64_t b, int64_t l, int64_t he
   return ((b * L + l) * heads + head) * H + h;
 }
 
-TEST(CpuBackend, IdenticalKeysGiveTheMeanOfV) {
+// The hand-checkable cases, on each host backend.
+class HostBackend : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HostBackend, IdenticalKeysGiveTheMeanOfV) {
   auto p = AttentionProblem::SelfAttention(2, 9, 3, 16, DType::kFloat32);
   p.kv_len = 13;
   Inputs in = RandomInputs(p, 1);
@@ -28,7 +35,7 @@ TEST(CpuBackend, IdenticalKeysGiveTheMeanOfV) {
           k[At(p.kv_len, p.num_kv_heads, p.head_dim, b, s, n, h)] =
               in.k.values[At(p.kv_len, p.num_kv_heads, p.head_dim, b, 0, n, h)];
   in.k = MakeOperand(k, p.dtype);
-  auto out = RunOnCpu(in);
+  auto out = RunOnCpu(in, GetParam());
   ASSERT_TRUE(out.ok()) << out.status();
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t t = 0; t < p.q_len; ++t)
@@ -42,7 +49,7 @@ TEST(CpuBackend, IdenticalKeysGiveTheMeanOfV) {
         }
 }
 
-TEST(CpuBackend, OneHotScoresPickOneRowOfV) {
+TEST_P(HostBackend, OneHotScoresPickOneRowOfV) {
   // Keys are the unit vectors e_s; query t is 1 * e_{(3t + 1) % S}; with scale 60 the chosen
   // key's logit beats every other by 60, so its weight is 1 - ~1e-25.
   const int64_t S = 8;
@@ -58,7 +65,7 @@ TEST(CpuBackend, OneHotScoresPickOneRowOfV) {
   }
   in.q = MakeOperand(q, p.dtype);
   in.k = MakeOperand(k, p.dtype);
-  auto out = RunOnCpu(in);
+  auto out = RunOnCpu(in, GetParam());
   ASSERT_TRUE(out.ok()) << out.status();
   for (int64_t t = 0; t < p.q_len; ++t)
     for (int64_t n = 0; n < p.num_heads; ++n)
@@ -67,10 +74,10 @@ TEST(CpuBackend, OneHotScoresPickOneRowOfV) {
                     in.v.values[At(S, p.num_kv_heads, S, 0, (3 * t + 1) % S, n, h)], 1e-6);
 }
 
-TEST(CpuBackend, CausalRowZeroEqualsFirstValueRow) {
+TEST_P(HostBackend, CausalRowZeroEqualsFirstValueRow) {
   auto p = AttentionProblem::SelfAttention(2, 17, 4, 32, DType::kFloat32, /*causal=*/true);
   Inputs in = RandomInputs(p, 3);
-  auto out = RunOnCpu(in);
+  auto out = RunOnCpu(in, GetParam());
   ASSERT_TRUE(out.ok()) << out.status();
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t n = 0; n < p.num_heads; ++n)
@@ -80,12 +87,12 @@ TEST(CpuBackend, CausalRowZeroEqualsFirstValueRow) {
   // And masking matters: the unmasked output of row 0 differs.
   p.causal = false;
   in.problem = p;
-  auto full = RunOnCpu(in);
+  auto full = RunOnCpu(in, GetParam());
   ASSERT_TRUE(full.ok());
   EXPECT_NE((*full)[0], (*out)[0]);
 }
 
-TEST(CpuBackend, GqaEqualsMhaWithRepeatedKvHeads) {
+TEST_P(HostBackend, GqaEqualsMhaWithRepeatedKvHeads) {
   for (int64_t kv_heads : {2, 1}) {
     auto gqa = AttentionProblem::SelfAttention(2, 11, 8, 16, DType::kFloat32, false, kv_heads);
     gqa.kv_len = 7;
@@ -106,57 +113,19 @@ TEST(CpuBackend, GqaEqualsMhaWithRepeatedKvHeads) {
           }
     rep.k = MakeOperand(k, mha.dtype);
     rep.v = MakeOperand(v, mha.dtype);
-    auto a = RunOnCpu(in);
-    auto b = RunOnCpu(rep);
+    auto a = RunOnCpu(in, GetParam());
+    auto b = RunOnCpu(rep, GetParam());
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(*a, *b) << "K=" << kv_heads;
   }
 }
 
-struct Shape {
-  int64_t b, t, s, n, k, h;
-  bool causal;
-};
-void PrintTo(const Shape& s, std::ostream* os) {
-  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k << " H=" << s.h
-      << (s.causal ? " causal" : "");
-}
-
-class CpuVersusTripleLoop : public ::testing::TestWithParam<std::tuple<DType, Shape>> {};
-
-TEST_P(CpuVersusTripleLoop, MatchesWithinDtypeTolerance) {
-  const auto [dtype, sh] = GetParam();
-  const AttentionProblem p =
-      ProblemOf(attn::testing::Shape{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h}, dtype, sh.causal);
-  Inputs in = RandomInputs(p, 5);
-  auto out = RunOnCpu(in);
-  ASSERT_TRUE(out.ok()) << out.status();
-  // The cpu backend's only rounding is the final one to the dtype.
-  const Comparison c = Compare(*out, Reference(in), ToleranceFor(dtype));
-  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
-}
-
-INSTANTIATE_TEST_SUITE_P(AwkwardShapes, CpuVersusTripleLoop,
-                         ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16,
-                                                              DType::kFloat16),
-                                            ::testing::Values(Shape{1, 1, 1, 1, 1, 8, false},
-                                                              Shape{2, 17, 17, 4, 4, 32, true},
-                                                              Shape{1, 17, 40, 4, 1, 80, true},
-                                                              Shape{2, 40, 17, 8, 2, 64, true},
-                                                              Shape{1, 127, 127, 2, 2, 128, false},
-                                                              Shape{1, 33, 20, 4, 4, 256, false})),
-                         [](const auto& param_info) {
-                           const Shape& s = std::get<1>(param_info.param);
-                           return ShapeName(std::get<0>(param_info.param), s.b, s.t, s.s, s.n, s.k,
-                                            s.h, s.causal);
-                         });
-
-TEST(CpuBackend, StridedViewsMatchPackedOnes) {
+TEST_P(HostBackend, StridedViewsMatchPackedOnes) {
   // q, k and v as slices of one packed (B, T, 3, N, H) buffer, the layout a fused QKV
   // projection produces: strides describe it, nothing is copied.
   const auto p = AttentionProblem::SelfAttention(2, 10, 4, 16, DType::kFloat32, true);
   Inputs in = RandomInputs(p, 6);
-  auto packed_out = RunOnCpu(in);
+  auto packed_out = RunOnCpu(in, GetParam());
   ASSERT_TRUE(packed_out.ok());
 
   const int64_t row = 3 * p.num_heads * p.head_dim;
@@ -189,16 +158,16 @@ TEST(CpuBackend, StridedViewsMatchPackedOnes) {
                              MemoryKind::kHost, p.batch, p.q_len, p.num_heads, p.head_dim)};
   auto ctx = DeviceContext::CreateCpu({int64_t{64} << 20});
   ASSERT_TRUE(ctx.ok());
-  const Backend* cpu = BackendRegistry::Default().Find("cpu");
-  ASSERT_TRUE(RunAttention(*cpu, p, t, **ctx).ok());
+  const Backend* backend = BackendRegistry::Default().Find(GetParam());
+  ASSERT_TRUE(RunAttention(*backend, p, t, **ctx).ok());
   for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], (*packed_out)[i]) << i;
 }
 
-TEST(CpuBackend, ExplicitScaleIsUsed) {
+TEST_P(HostBackend, ExplicitScaleIsUsed) {
   auto p = AttentionProblem::SelfAttention(1, 6, 2, 8, DType::kFloat32);
   p.scale = 0.9;
   Inputs in = RandomInputs(p, 7);
-  auto out = RunOnCpu(in);
+  auto out = RunOnCpu(in, GetParam());
   ASSERT_TRUE(out.ok());
   EXPECT_TRUE(Compare(*out, Reference(in), ToleranceFor(p.dtype)).within);
   auto default_scale = in;
@@ -207,13 +176,153 @@ TEST(CpuBackend, ExplicitScaleIsUsed) {
   EXPECT_FALSE(c.within) << "scale 0.9 and 1/sqrt(8) gave the same output";
 }
 
-TEST(CpuBackend, RepeatedRunsAreBitwiseIdentical) {
+TEST_P(HostBackend, RepeatedRunsAndThreadCountsGiveTheSameBits) {
   const auto p = AttentionProblem::SelfAttention(3, 70, 4, 32, DType::kBFloat16, true, 2);
   Inputs in = RandomInputs(p, 8);
-  auto a = RunOnCpu(in);
-  auto b = RunOnCpu(in);
-  ASSERT_TRUE(a.ok() && b.ok());
+  auto a = RunOnCpu(in, GetParam());
+  auto b = RunOnCpu(in, GetParam());
+  RunOptions one_thread;
+  one_thread.host_threads = 1;
+  auto c = RunOnCpu(in, GetParam(), one_thread);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(*a, *b);
+  EXPECT_EQ(*a, *c);
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuAndReference, HostBackend, ::testing::Values("cpu", "reference"));
+
+struct Shape {
+  int64_t b, t, s, n, k, h;
+  bool causal;
+};
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.b << " T=" << s.t << " S=" << s.s << " N=" << s.n << " K=" << s.k << " H=" << s.h
+      << (s.causal ? " causal" : "");
+}
+
+std::string ShapeParamName(DType dtype, const Shape& s) {
+  return ShapeName(dtype, s.b, s.t, s.s, s.n, s.k, s.h, s.causal);
+}
+
+class ReferenceVersusTripleLoop : public ::testing::TestWithParam<std::tuple<DType, Shape>> {};
+
+TEST_P(ReferenceVersusTripleLoop, MatchesWithinDtypeTolerance) {
+  const auto [dtype, sh] = GetParam();
+  const AttentionProblem p =
+      ProblemOf(attn::testing::Shape{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h}, dtype, sh.causal);
+  Inputs in = RandomInputs(p, 5);
+  auto out = RunOnCpu(in, "reference");
+  ASSERT_TRUE(out.ok()) << out.status();
+  // The reference's only rounding is the final one to the dtype.
+  const Comparison c = Compare(*out, Reference(in), ToleranceFor(dtype));
+  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(AwkwardShapes, ReferenceVersusTripleLoop,
+                         ::testing::Combine(::testing::Values(DType::kFloat32, DType::kBFloat16,
+                                                              DType::kFloat16),
+                                            ::testing::Values(Shape{1, 1, 1, 1, 1, 8, false},
+                                                              Shape{2, 17, 17, 4, 4, 32, true},
+                                                              Shape{1, 17, 40, 4, 1, 80, true},
+                                                              Shape{2, 40, 17, 8, 2, 64, true},
+                                                              Shape{1, 127, 127, 2, 2, 128, false},
+                                                              Shape{1, 33, 20, 4, 4, 256, false})),
+                         [](const auto& param_info) {
+                           return ShapeParamName(std::get<0>(param_info.param), std::get<1>(param_info.param));
+                         });
+
+// cpu against the reference backend on the same inputs, with and without kv_lens (batch element
+// 0 sees 1 key, element 1 all S, others a random length; one element alone sees 2/3 of S).
+class CpuVersusReference : public ::testing::TestWithParam<std::tuple<DType, Shape, bool>> {};
+
+TEST_P(CpuVersusReference, WithinCpuTolerance) {
+  const auto [dtype, sh, ragged] = GetParam();
+  AttentionProblem p =
+      ProblemOf(attn::testing::Shape{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h}, dtype, sh.causal);
+  if (ragged) {
+    p = WithRandomKvLens(p, static_cast<uint64_t>(sh.t + sh.s));
+    if (p.batch == 1) p.kv_lens[0] = static_cast<int32_t>((2 * sh.s + 2) / 3);
+  }
+  const Inputs in = RandomInputs(p, 9);
+  auto want = RunOnCpu(in, "reference");
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto got = RunOnCpu(in, "cpu");
+  ASSERT_TRUE(got.ok()) << got.status();
+  const Comparison c = Compare(*got, *want, ToleranceFor(dtype));
+  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+  std::printf("ERRS %s | %s\n", p.ToString().c_str(), c.ToString().c_str());
+  if (dtype == DType::kFloat32) return;
+  const Tolerance f32 = ToleranceFor(DType::kFloat32);
+  int64_t beyond = 0, first = -1;
+  for (size_t i = 0; i < got->size(); ++i) {
+    const double a = (*got)[i], b = (*want)[i];
+    const double bound = kCpuMaxUlpsFromReference * UlpOf(std::max(std::abs(a), std::abs(b)), dtype) +
+                         f32.atol + f32.rtol * std::abs(b);
+    if (!(std::abs(a - b) <= bound) && beyond++ == 0) {
+      first = static_cast<int64_t>(i);
+    }
+  }
+  EXPECT_EQ(beyond, 0) << p.ToString() << ": " << beyond << " of " << got->size()
+                       << " elements more than " << kCpuMaxUlpsFromReference
+                       << " ulp (+ the float32 bound) from the reference's; the first at " << first
+                       << ": "
+                       << (first >= 0 ? (*got)[first] : 0.0) << " vs "
+                       << (first >= 0 ? (*want)[first] : 0.0);
+}
+
+// Rows per task are (t, query head) pairs in blocks of up to 64, keys go in blocks of 64: the
+// shapes cut both anywhere (1, 17, 65, 127, 1000 rows or keys), reach every head dim the GPU
+// backends take and the odd ones (1, 80, 257), and put GQA groups across block edges.
+INSTANTIATE_TEST_SUITE_P(
+    AwkwardShapes, CpuVersusReference,
+    ::testing::Combine(
+        ::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
+        ::testing::Values(Shape{1, 1, 1, 1, 1, 8, false}, Shape{2, 17, 17, 4, 4, 32, true},
+                          Shape{1, 17, 40, 4, 1, 80, true}, Shape{2, 40, 17, 8, 2, 64, true},
+                          Shape{1, 127, 127, 2, 2, 128, false}, Shape{1, 33, 20, 4, 4, 256, false},
+                          Shape{2, 65, 129, 3, 3, 1, true}, Shape{1, 70, 45, 2, 1, 257, false},
+                          Shape{1, 70, 45, 2, 1, 257, true}, Shape{3, 1, 300, 8, 2, 128, false},
+                          Shape{2, 5, 700, 16, 1, 64, false}, Shape{1, 200, 1000, 4, 2, 16, true},
+                          Shape{1, 1000, 1000, 1, 1, 64, true}, Shape{1, 1000, 65, 2, 2, 96, false},
+                          Shape{1, 64, 8192, 2, 1, 64, false}),
+        ::testing::Bool()),
+    [](const auto& param_info) {
+      return ShapeParamName(std::get<0>(param_info.param), std::get<1>(param_info.param)) +
+             (std::get<2>(param_info.param) ? "_kv_lens" : "");
+    });
+
+TEST(CpuBackend, WorkspaceIsOneScratchPerThreadTheCallMayUse) {
+  const Backend& cpu = *BackendRegistry::Default().Find("cpu");
+  const auto p = AttentionProblem::SelfAttention(2, 300, 4, 64, DType::kFloat32);
+  RunOptions one, all;
+  one.host_threads = 1;
+  auto ws_one = cpu.WorkspaceBytes(p, SharedCpuContext(), one);
+  auto ws_all = cpu.WorkspaceBytes(p, SharedCpuContext(), all);
+  ASSERT_TRUE(ws_one.ok() && ws_all.ok());
+  EXPECT_GT(*ws_one, 0);
+  EXPECT_GE(*ws_all, *ws_one);
+  // Independent of the sequence lengths: memory is O(block) per thread, never O(T x S).
+  auto longer = p;
+  longer.q_len = longer.kv_len = 30000;
+  EXPECT_EQ(*cpu.WorkspaceBytes(longer, SharedCpuContext(), one), *ws_one);
+
+  // Less than that is refused, naming the sizes.
+  const Inputs in = RandomInputs(p, 10);
+  std::vector<uint8_t> q = in.q.bytes, k = in.k.bytes, v = in.v.bytes, out(q.size());
+  std::vector<uint8_t> scratch(static_cast<size_t>(*ws_one));
+  const AttentionTensors t =
+      PackedTensors(p, MemoryKind::kHost, q.data(), k.data(), v.data(), out.data());
+  RunArgs args{p, t, scratch.data(), *ws_one - 1, SharedCpuContext(), one};
+  const absl::Status s = cpu.Run(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  args.workspace_bytes = *ws_one;
+  EXPECT_TRUE(cpu.Run(args).ok());
+}
+
+TEST(CpuBackend, DescriptionNamesTheSimdTargetItRuns) {
+  const std::string d = BackendRegistry::Default().Find("cpu")->description();
+  EXPECT_NE(d.find("float32 flash attention"), std::string::npos) << d;
+  EXPECT_NE(d.find(" SIMD"), std::string::npos) << d;
 }
 
 }  // namespace

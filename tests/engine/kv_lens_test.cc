@@ -96,8 +96,9 @@ using BackendDtype = std::pair<const char*, DType>;
 using KvCase = std::tuple<BackendDtype, Shape, bool>;
 
 constexpr auto kF32 = DType::kFloat32, kBf16 = DType::kBFloat16, kF16 = DType::kFloat16;
-const BackendDtype kBackends[] = {{"cpu", kF32},    {"cpu", kBf16},   {"cpu", kF16},
-                                  {"naive", kF32},  {"naive", kBf16}, {"naive", kF16},
+const BackendDtype kBackends[] = {{"reference", kF32}, {"reference", kBf16}, {"reference", kF16},
+                                  {"cpu", kF32},       {"cpu", kBf16},       {"cpu", kF16},
+                                  {"naive", kF32},     {"naive", kBf16},     {"naive", kF16},
                                   {"cudnn", kBf16}, {"cudnn", kF16},  {"fused", kF32},
                                   {"fused", kBf16}, {"fused", kF16}};
 // Decode (T = 1, the N32 K8 H128 too), T > 1 with T != S either way, T = S, GQA and
@@ -113,25 +114,19 @@ std::string KvCaseName(const ::testing::TestParamInfo<KvCase>& info) {
   return std::string(bd.first) + "_" + ShapeName(bd.second, s.b, s.t, s.s, s.n, s.k, s.h, causal);
 }
 
+bool IsHost(const std::string& backend) { return backend == "cpu" || backend == "reference"; }
+
 // Skips, with the reason, where this machine or `backend` cannot run `p`: GPU backends without
 // a GPU, and a backend whose support rules refuse it here (never counted as a pass).
 #define ATTN_REQUIRE_SUPPORT(backend, p)                                                           \
   do {                                                                                             \
-    if (std::string(backend) != "cpu") {                                                           \
+    if (!IsHost(backend)) {                                                                        \
       ATTN_REQUIRE_GPU();                                                                          \
       const absl::Status support =                                                                 \
           BackendRegistry::Default().Find(backend)->CheckSupport((p), SharedGpuContext()->info()); \
       if (IsUnsupported(support)) GTEST_SKIP() << support.message();                               \
     }                                                                                              \
   } while (0)
-
-// One unit in the last place at `value`, a non-negative bf16 or fp16 number: the step to the next
-// one up, through the dtype's own conversions.
-double UlpOf(double value, DType dtype) {
-  const float f = static_cast<float>(value);
-  if (dtype == DType::kFloat16) return Float16BitsToFloat(FloatToFloat16Bits(f) + 1) - value;
-  return BFloat16BitsToFloat(FloatToBFloat16Bits(f) + 1) - value;
-}
 
 class KvLensVersusReference : public ::testing::TestWithParam<KvCase> {};
 
@@ -142,8 +137,8 @@ TEST_P(KvLensVersusReference, WithinTheDtypesTolerance) {
       WithRandomKvLens(ProblemOf(sh, dtype, causal), static_cast<uint64_t>(sh.s + sh.t));
   ATTN_REQUIRE_SUPPORT(backend, p);
   const Inputs in = RandomInputs(p, 31);
-  const bool cpu = std::string(backend) == "cpu";
-  auto out = cpu ? RunOnCpu(in) : RunOnGpu(in, backend);
+  const bool cpu = IsHost(backend);
+  auto out = cpu ? RunOnCpu(in, backend) : RunOnGpu(in, backend);
   // cuDNN knows whether it has an engine only when it builds the plan.
   if (IsUnsupported(out.status())) GTEST_SKIP() << out.status().message();
   ASSERT_TRUE(out.ok()) << p.ToString() << ": " << out.status();

@@ -11,12 +11,12 @@ const AttentionProblem kProblem = AttentionProblem::SelfAttention(1, 16, 2, 32, 
 TEST(Registry, ListsEveryBackendOfTheProjectFastestFirst) {
   std::vector<std::string> names;
   for (const auto& b : BackendRegistry::Default().backends()) names.push_back(b->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "fused", "naive", "cpu", "cudnn_fp8"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "fused", "naive", "cpu", "reference", "cudnn_fp8"}));
 }
 
 // A backend this build left out, or one this device cannot run, is unsupported (with the
 // reason), never an unknown name; a name the project never had is invalid.
-TEST(Registry, EveryBackendOnTheHostIsUnsupportedWithItsReasonButCpu) {
+TEST(Registry, EveryBackendOnTheHostIsUnsupportedWithItsReasonButCpuAndReference) {
   const BackendRegistry& registry = BackendRegistry::Default();
   for (const char* name : {"cudnn", "fused", "naive", "cudnn_fp8"}) {
     auto b = registry.Resolve(name, kProblem, CpuDeviceInfo());
@@ -26,6 +26,7 @@ TEST(Registry, EveryBackendOnTheHostIsUnsupportedWithItsReasonButCpu) {
     EXPECT_EQ(b.status().message().substr(0, prefix.size()), prefix) << b.status();
   }
   EXPECT_TRUE(registry.Resolve("cpu", kProblem, CpuDeviceInfo()).ok());
+  EXPECT_TRUE(registry.Resolve("reference", kProblem, CpuDeviceInfo()).ok());
 }
 
 TEST(Registry, UnsupportedMacroSaysWhichRuleFailed) {
@@ -38,10 +39,16 @@ TEST(Registry, UnsupportedMacroSaysWhichRuleFailed) {
             absl::FailedPreconditionError("demo: head_dim must be a multiple of 8; got 20"));
 }
 
+// The fast float32 backend, never the float64 reference, whatever the problem.
 TEST(Registry, AutoPicksCpuOnTheHost) {
-  auto b = BackendRegistry::Default().Resolve("auto", kProblem, CpuDeviceInfo());
-  ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ((*b)->name(), "cpu");
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    for (bool causal : {false, true}) {
+      const auto p = AttentionProblem::SelfAttention(2, 17, 4, 257, dtype, causal, 1);
+      auto b = BackendRegistry::Default().Resolve("auto", p, CpuDeviceInfo());
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ((*b)->name(), "cpu") << p.ToString();
+    }
+  }
 }
 
 TEST(Registry, AutoPicksAGpuBackendOnAGpu) {
@@ -55,13 +62,14 @@ TEST(Registry, AutoPicksAGpuBackendOnAGpu) {
 }
 
 TEST(Registry, VerdictsGiveEveryBackendsReason) {
+  if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no GPU backend supports anything";
   DeviceInfo gpu;
   gpu.kind = DeviceKind::kCuda;
   gpu.cc_major = 9;
   for (const auto& v : BackendRegistry::Default().Verdicts(kProblem, gpu)) {
-    if (v.backend->name() == "cpu") {
+    if (v.backend->name() == "cpu" || v.backend->name() == "reference") {
       EXPECT_EQ(v.support.message(),
-                "cpu: runs on the host only; pick a GPU backend for a CUDA device");
+                v.backend->name() + ": runs on the host only; pick a GPU backend for a CUDA device");
     } else if (v.backend->name() == "cudnn") {  // kProblem is float32
       EXPECT_EQ(v.support.message(),
                 "cudnn: cuDNN SDPA requires bfloat16 or float16 input; got float32");

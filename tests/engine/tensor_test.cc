@@ -157,9 +157,9 @@ TEST_F(TensorRules, RunAttentionRefusesBeforeTouchingAnything) {
 }
 
 TEST_F(TensorRules, RunAttentionReportsAWorkspaceThatDoesNotFit) {
-  auto ctx = DeviceContext::CreateCpu({1024});  // cpu needs (320 + 2*192) doubles = 5632 bytes
+  auto ctx = DeviceContext::CreateCpu({1024});  // reference needs (320 + 2*192) doubles = 5632 bytes
   ASSERT_TRUE(ctx.ok());
-  const Backend* cpu = BackendRegistry::Default().Find("cpu");
+  const Backend* cpu = BackendRegistry::Default().Find("reference");
   const absl::Status s = RunAttention(*cpu, p_, Tensors(), **ctx);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("5632 bytes needed"), absl::string_view::npos) << s;

@@ -203,6 +203,12 @@ std::string DtypeShapeCausalName(const ::testing::TestParamInfo<DtypeShapeCausal
   return ShapeName(dtype, s.b, s.t, s.s, s.n, s.k, s.h, causal);
 }
 
+double UlpOf(double value, DType dtype) {
+  const float f = static_cast<float>(value);
+  if (dtype == DType::kFloat16) return Float16BitsToFloat(FloatToFloat16Bits(f) + 1) - value;
+  return BFloat16BitsToFloat(FloatToBFloat16Bits(f) + 1) - value;
+}
+
 std::string Comparison::ToString() const {
   return absl::StrFormat(
       "max |out - ref| = %.3e, rel L2 = %.3e, worst element %d: out %.6g ref %.6g", max_abs_error,

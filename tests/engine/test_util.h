@@ -90,6 +90,10 @@ AttentionProblem ProblemOf(const Shape& s, DType dtype, bool causal);
 using DtypeShapeCausal = std::tuple<DType, Shape, bool>;
 std::string DtypeShapeCausalName(const ::testing::TestParamInfo<DtypeShapeCausal>& info);
 
+// One unit in the last place at `value`, a non-negative bf16 or fp16 number: the step to the next
+// one up, through the dtype's own conversions.
+double UlpOf(double value, DType dtype);
+
 struct Comparison {
   double max_abs_error = 0;
   int64_t worst_index = -1;  // element with the largest error relative to its tolerance

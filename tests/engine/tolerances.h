@@ -32,6 +32,15 @@ constexpr Tolerance ToleranceFor(DType dtype) {
   return {0, 0, 0};
 }
 
+// The cpu backend computes in float32 whatever the dtype (inputs widened exactly, float32 GEMMs,
+// exp and online-softmax sums) and rounds once to the output's dtype. Against the reference:
+//  - float32 outputs: ToleranceFor(kFloat32), the float32 row above. Worst measured over
+//    cpu_backend_test's shapes (S up to 8192, H 1..257): max |err| 1.6e-6, rel L2 5.6e-7.
+//  - bfloat16/float16 outputs: also within this many units in the last place of the reference's
+//    own (once-rounded) output, plus the float32 bound: float32's error can move a rounding
+//    across one boundary, and near zero (outputs of ~1e-6) it alone exceeds an ulp.
+inline constexpr int kCpuMaxUlpsFromReference = 1;
+
 // A fast path of the same precision (fused, cudnn) may have at most this multiple of the naive
 // path's rel-L2 error against float64, plus a floor for the nearly exact cases (S = 1: both
 // return V rounded once), where twice a near-zero naive error would be noise.

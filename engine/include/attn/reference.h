@@ -1,5 +1,6 @@
-// The float64 attention on the host: what the cpu backend runs and what attn-client --check
-// compares with. Part of the host-only attn_host library (no CUDA).
+// The float64 attention on the host: what the `reference` backend runs and what numerics checks
+// (attn-bench and attn-client --check, the benchmark runner's) compare with. Part of the
+// host-only attn_host library (no CUDA).
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,6 @@
 #include "attn/tensor.h"
 
 namespace attn {
-
-// Threads the reference runs on: ATTN_CPU_THREADS when set to a positive integer, else one per
-// hardware thread.
-int ReferenceThreads();
 
 // Scratch bytes ReferenceAttention needs for `p`: Q, K and V widened to double, packed BTNH.
 absl::StatusOr<int64_t> ReferenceScratchBytes(const AttentionProblem& p);

@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "cpu/thread_pool.h"
@@ -23,15 +21,10 @@ constexpr int64_t kRowsPerTask = 16;
 // so a stop takes effect quickly however long the rows are.
 constexpr int64_t kKeysPerStopCheck = 8192;
 
-ThreadPool& Pool() {
-  static ThreadPool* pool = new ThreadPool(ReferenceThreads());
-  return *pool;
-}
-
 // Copies a strided view into packed BTNH doubles, one (b, l) slab per task.
 void Widen(const TensorView& view, double* dst, int max_threads) {
   const int64_t L = view.shape[1], heads = view.shape[2], H = view.shape[3];
-  Pool().ParallelFor(
+  HostPool().ParallelFor(
       view.shape[0] * L,
       [&](int64_t bl) {
         const int64_t b = bl / L, l = bl % L;
@@ -46,17 +39,9 @@ void Widen(const TensorView& view, double* dst, int max_threads) {
 
 }  // namespace
 
-int ReferenceThreads() {
-  if (const char* env = std::getenv("ATTN_CPU_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 absl::StatusOr<int64_t> ReferenceScratchBytes(const AttentionProblem& p) {
   const int64_t elements = QueryElements(p) + 2 * KeyValueElements(p);
-  return CheckedMul(elements, static_cast<int64_t>(sizeof(double)), "cpu workspace bytes");
+  return CheckedMul(elements, static_cast<int64_t>(sizeof(double)), "reference workspace bytes");
 }
 
 absl::Status ReferenceAttention(const AttentionProblem& p, const AttentionTensors& t, void* scratch,
@@ -82,7 +67,7 @@ absl::Status ReferenceAttention(const AttentionProblem& p, const AttentionTensor
     stopped = true;
     return true;
   };
-  Pool().ParallelFor(
+  HostPool().ParallelFor(
       B * N * tasks_per_head,
       [&](int64_t task) {
         const int64_t bn = task / tasks_per_head;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 namespace attn {
 
@@ -90,6 +91,23 @@ void ThreadPool::WorkerLoop() {
     --job->active;
     job->finished.notify_all();
   }
+}
+
+int HostThreads() {
+  if (const char* env = std::getenv("ATTN_CPU_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int HostCallThreads(int max_threads) {
+  return max_threads > 0 ? std::min(max_threads, HostThreads()) : HostThreads();
+}
+
+ThreadPool& HostPool() {
+  static ThreadPool* pool = new ThreadPool(HostThreads());
+  return *pool;
 }
 
 }  // namespace attn

@@ -34,4 +34,16 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
+// Threads the host backends (cpu, reference) run on: ATTN_CPU_THREADS when set to a positive
+// integer, else one per hardware thread.
+int HostThreads();
+
+// Threads one host call may use: `max_threads` (RunOptions::host_threads) where positive and
+// fewer than HostThreads(), else HostThreads().
+int HostCallThreads(int max_threads);
+
+// The pool of HostThreads() threads (the caller's included) that the host backends share, made
+// on first use and kept for the process.
+ThreadPool& HostPool();
+
 }  // namespace attn
