@@ -215,7 +215,8 @@ images:
     digest: sha256:$(printf '2%.0s' {1..64})
 patches:
   - target: {kind: Service, name: attn-hub-public}
-    patch: '[{"op": "replace", "path": "/spec/loadBalancerSourceRanges", "value": ["10.8.0.0/16"]}]'
+    patch: '[{"op": "replace", "path": "/spec/loadBalancerSourceRanges", "value": ["10.8.0.0/16"]},
+             {"op": "add", "path": "/spec/loadBalancerIP", "value": "198.18.0.10"}]'
   - target: {kind: NetworkPolicy, name: attn-hub-public}
     patch: '[{"op": "replace", "path": "/spec/ingress/0/from/0/ipBlock/cidr", "value": "10.8.0.0/16"}]'
   - target: {kind: NetworkPolicy, name: attn-hub}

@@ -122,6 +122,24 @@ resource "google_container_cluster" "primary" {
   # Dataplane V2 enforces NetworkPolicy (deploy/base/networkpolicy.yaml).
   datapath_provider = "ADVANCED_DATAPATH"
 
+  # Private nodes (no public addresses; images come through Private Google Access on the subnet)
+  # and an API server that answers only the addresses in master_authorized_networks.
+  private_cluster_config {
+    enable_private_nodes    = var.enable_private_nodes
+    enable_private_endpoint = false
+    master_ipv4_cidr_block  = var.master_ipv4_cidr_block
+  }
+
+  master_authorized_networks_config {
+    dynamic "cidr_blocks" {
+      for_each = var.master_authorized_networks
+      content {
+        cidr_block   = cidr_blocks.value.cidr_block
+        display_name = cidr_blocks.value.display_name
+      }
+    }
+  }
+
   release_channel {
     channel = var.release_channel
   }
@@ -253,3 +271,16 @@ resource "google_container_node_pool" "gpu" {
     google_artifact_registry_repository_iam_member.nodes_pull,
   ]
 }
+
+# --- The cohort's JupyterHub ---------------------------------------------------------------------
+
+# The hub's public address, reserved here so that it is known (and a DNS name and certificate can
+# be made for it) before the hub's LoadBalancer exists; deploy/jupyterhub's overlay sets it as the
+# Service's loadBalancerIP (README, "The host's workshop day").
+resource "google_compute_address" "hub" {
+  name         = "${var.cluster_name}-hub"
+  region       = var.region
+  address_type = "EXTERNAL"
+  depends_on   = [google_project_service.apis]
+}
+

@@ -37,3 +37,14 @@ output "gpu_driver_version" {
   description = "NVIDIA driver setting of the L4 pool"
   value       = var.gpu_driver_version
 }
+
+output "hub_address" {
+  description = "The cohort JupyterHub's public address (its LoadBalancer's loadBalancerIP)"
+  value       = google_compute_address.hub.address
+}
+
+output "hub_url" {
+  description = "The cohort JupyterHub, to hand out to participants (or a DNS name you point at hub_address)"
+  value       = "https://${google_compute_address.hub.address}/"
+}
+

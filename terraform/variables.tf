@@ -160,3 +160,35 @@ variable "deletion_protection" {
   type        = bool
   default     = false
 }
+
+variable "enable_private_nodes" {
+  description = "Nodes without public addresses: they pull images through Private Google Access and nothing on the internet reaches them"
+  type        = bool
+  default     = true
+}
+
+variable "master_ipv4_cidr_block" {
+  description = "The control plane's private /28, for private nodes; must not overlap the subnets (10.20.0.0/22, 10.24.0.0/14, 10.28.0.0/20)"
+  type        = string
+  default     = "172.16.0.32/28"
+
+  validation {
+    condition     = can(cidrhost(var.master_ipv4_cidr_block, 0)) && endswith(var.master_ipv4_cidr_block, "/28")
+    error_message = "master_ipv4_cidr_block must be a /28 such as 172.16.0.32/28."
+  }
+}
+
+variable "master_authorized_networks" {
+  description = "Addresses that may reach the cluster's API server (kubectl, terraform): your own, e.g. Cloud Shell's (curl -s ifconfig.me)/32. Empty: none from outside Google Cloud's control plane"
+  type = list(object({
+    cidr_block   = string
+    display_name = string
+  }))
+  default = []
+
+  validation {
+    condition = alltrue([for n in var.master_authorized_networks :
+    can(cidrhost(n.cidr_block, 0)) && !contains(["0.0.0.0/0", "::/0"], n.cidr_block)])
+    error_message = "master_authorized_networks: each cidr_block must be a CIDR, and none may be 0.0.0.0/0 (every address)."
+  }
+}

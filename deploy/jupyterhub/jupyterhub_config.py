@@ -10,6 +10,7 @@
 #   ATTN_HUB_REDIRECT_PORT    plain-HTTP port that only redirects to HTTPS             8080
 #   ATTN_HUB_REDIRECT_TO      the port the redirect names (the load balancer's)         443
 #   ATTN_HUB_API_PORT         the hub's own port (notebook servers report to it)       8081
+#   ATTN_HUB_PROXY_API_PORT   the proxy's API, on loopback inside the hub's pod        8001
 #   ATTN_HUB_CONNECT_URL      how notebook servers reach the hub (its Service)
 #   ATTN_HUB_TLS_DIR          tls.crt and tls.key of the public side (Secret attn-hub-tls)
 #   ATTN_HUB_DATA_DIR         the hub's database and cookie secret (a volume)
@@ -59,6 +60,7 @@ c.ConfigurableHTTPProxy.command = [
     "--redirect-port", env("ATTN_HUB_REDIRECT_PORT", "8080"),
     "--redirect-to", env("ATTN_HUB_REDIRECT_TO", "443"),
 ]
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('ATTN_HUB_PROXY_API_PORT', '8001')}"
 c.JupyterHub.hub_bind_url = f"http://:{env('ATTN_HUB_API_PORT', '8081')}"
 c.JupyterHub.hub_connect_url = env("ATTN_HUB_CONNECT_URL", "http://attn-hub.attn-cohort.svc.cluster.local:8081")
 data_dir = pathlib.Path(env("ATTN_HUB_DATA_DIR", "/srv/jupyterhub"))
