@@ -56,7 +56,14 @@ client/python/test.sh "$build/server/attn-server" "$build" || python_rc=$?
 echo "== KServe v2 / Triton clients (tests/kserve/test.sh)"
 kserve_rc=0
 tests/kserve/test.sh "$build/server/attn-server" "$build" || kserve_rc=$?
+# The cohort's JupyterHub live on loopback (tests/deploy/jupyterhub_live.sh): the deployed hub
+# config with a local spawner in KubeSpawner's place, two participants each running the codelab
+# notebook on their own server through the hub, against this attn-server with tokens on.
+echo "== JupyterHub for the cohort (tests/deploy/jupyterhub_live.sh)"
+hub_rc=0
+tests/deploy/jupyterhub_live.sh "$build/server/attn-server" "$build" || hub_rc=$?
 [ "$rc" -ne 0 ] || rc=$deploy_rc
 [ "$rc" -ne 0 ] || rc=$python_rc
 [ "$rc" -ne 0 ] || rc=$kserve_rc
+[ "$rc" -ne 0 ] || rc=$hub_rc
 exit $rc
