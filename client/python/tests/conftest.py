@@ -24,11 +24,11 @@ def pytest_addoption(parser):
 
 
 class ServerProcess:
-    """attn-server --devices=cpu on a port the kernel picks; killed by stop()."""
+    """attn-server --devices=cpu on a port the kernel picks, with `extra` flags; killed by stop()."""
 
-    def __init__(self, binary: str, log: pathlib.Path):
+    def __init__(self, binary: str, log: pathlib.Path, extra: tuple[str, ...] = ()):
         self.log = log
-        argv = [binary, "--listen_address=127.0.0.1:0", "--metrics_address=", "--devices=cpu", "--arena_mib=256"]
+        argv = [binary, "--listen_address=127.0.0.1:0", "--metrics_address=", "--devices=cpu", "--arena_mib=256", *extra]
         with open(log, "w") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         self.port = 0

@@ -19,6 +19,7 @@ from attn_client._proto.attention.v1 import attention_pb2 as pb
 from attn_client._proto.attention.v1 import attention_pb2_grpc as pb_grpc
 from attn_client._proto.grpc.health.v1 import health_pb2, health_pb2_grpc
 from attn_client.errors import AttnError, invalid
+from attn_client.identity import check_plaintext_token, check_token
 from attn_client.results import Results, problem_label, series_label_of_case, status_name
 
 DEFAULT_TARGET = "localhost:50051"
@@ -236,27 +237,41 @@ class Client:
 
     target: host:port, a comma list of host:port, or dns:///name:port (several replicas are
     used round-robin); default $ATTN_TARGET, else localhost:50051. token: sent as
-    ``authorization: Bearer <token>`` on every call; default $ATTN_TOKEN. tls: use TLS, with
-    the system's roots or ca_file (PEM); ca_file defaults to $ATTN_TLS_CA_FILE (set in the
-    cohort's JupyterLab), which turns TLS on by itself. timeout: seconds per call (a benchmark job: the whole
-    job); None means 60 s for info, health and attend, and for bench the longest job the server
-    allows.
+    ``authorization: Bearer <token>`` on every call; default $ATTN_TOKEN (set in each
+    participant's notebook server by the cohort's JupyterHub); it must be visible ASCII (a
+    stray newline or space is refused with the position). tls: use TLS, with the system's
+    roots or ca_file (PEM); ca_file defaults to $ATTN_TLS_CA_FILE (set in the cohort's notebook
+    servers), which turns TLS on by itself. insecure_token: a token is sent in plaintext only to
+    a loopback target (localhost, 127.0.0.0/8, ::1) unless this is True. timeout: seconds per
+    call (a benchmark job: the whole job); None means 60 s for info, health and attend, and for
+    bench the longest job the server allows. client_id: a label for your calls within your
+    token's participant (without tokens, the server's quotas go by your address).
+
+    So in a cohort notebook ``Client()`` needs no arguments: the target, the token and the CA
+    come from the environment.
     """
 
     def __init__(self, target: str | None = None, token: str | None = None, tls: bool = False,
-                 ca_file: str | None = None, timeout: float | None = None, client_id: str = ""):
+                 ca_file: str | None = None, timeout: float | None = None, client_id: str = "",
+                 insecure_token: bool = False):
         self.target = target or os.environ.get("ATTN_TARGET") or DEFAULT_TARGET
-        self.token = token if token is not None else os.environ.get("ATTN_TOKEN") or None
+        env_token = os.environ.get("ATTN_TOKEN") or None
+        self.token = token if token is not None else env_token
+        if self.token is not None:
+            check_token(self.token, "token" if token is not None else "$ATTN_TOKEN")
         ca_file = ca_file or os.environ.get("ATTN_TLS_CA_FILE") or None
+        self.tls = bool(tls or ca_file)
+        check_plaintext_token(self.target, self.tls, self.token, insecure_token)
         self.timeout = timeout
         self.client_id = client_id
+        self._limits: pb.Limits | None = None  # the server's, read once for the size check
         uri, self.replicas = parse_target(self.target)
         options = [
             ("grpc.service_config", '{"loadBalancingConfig": [{"round_robin": {}}]}'),
             ("grpc.max_receive_message_length", -1),  # the server enforces its own limits
             ("grpc.max_send_message_length", -1),
         ]
-        if tls or ca_file:
+        if self.tls:
             roots = None
             if ca_file:
                 with open(ca_file, "rb") as f:
@@ -294,7 +309,21 @@ class Client:
             future.cancel()
             raise
         except grpc.RpcError as e:
-            raise AttnError.from_rpc(e) from None
+            raise AttnError.from_rpc(e, self.tls) from None
+
+    def _check_size(self, request: pb.AttendRequest, output_bytes: int) -> None:
+        """Refuses, before sending, an Attend whose q + k + v (or output) is over the server's
+        --max_request_mib: gRPC would otherwise upload it all and then fail with its own message."""
+        if self._limits is None:
+            self._limits = self._server_info_proto().limits
+        limit = self._limits.max_request_bytes
+        t = request.tensors
+        sent = len(t.q) + len(t.k) + len(t.v)
+        for what, size in (("q + k + v", sent), ("the output", output_bytes)):
+            if limit and size > limit:
+                raise invalid(f"Attend: {what} would be {size / 2**20:.1f} MiB, over the server's limit of "
+                              f"{limit / 2**20:.0f} MiB (its --max_request_mib); send fewer or smaller arrays "
+                              f"(a smaller batch or sequence), or ask the host to raise --max_request_mib")
 
     # -- the calls --
 
@@ -344,6 +373,7 @@ class Client:
             dtype=pb.DType.Value(wire.upper()), causal=causal, scale=_scale(scale), backend=backend,
             tensors=pb.Tensors(q=arrays.to_wire(q, wire), k=arrays.to_wire(k, wire), v=arrays.to_wire(v, wire)),
             client_id=self.client_id, kv_lens=_lengths(kv_lens))
+        self._check_size(request, q.size * arrays.DTYPES[wire].itemsize)
         response = self._unary(self._stub.Attend, request)
         out = arrays.from_wire(response.output, wire, q.shape)
         if out.dtype != q.dtype:  # the call ran in another dtype: back to the caller's
@@ -413,7 +443,7 @@ class Client:
             call.cancel()  # the server stops the job at its next chunk
             raise
         except grpc.RpcError as e:
-            raise AttnError.from_rpc(e) from None
+            raise AttnError.from_rpc(e, self.tls) from None
         finally:
             bar.close()
             results.wall_seconds = time.monotonic() - started
