@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
   absl::Status security =
       target.ok()
           ? attn::client::SetSecurity(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_tls_ca_file),
-                                      absl::GetFlag(FLAGS_token), *target)
+                                      absl::GetFlag(FLAGS_token), /*insecure_token=*/false,
+                                      absl::GetFlag(FLAGS_target), *target)
           : target.status();
   if (!security.ok()) {
     std::fprintf(stderr, "attn-load: %s\n", std::string(security.message()).c_str());

@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace attn::client {
@@ -136,6 +138,44 @@ std::string OptionsHelp(const std::vector<OptionSpec>& specs) {
     out += absl::StrFormat("%-30s %s\n", left, help);
   }
   return out;
+}
+
+std::string RecordedCommandLine(const std::vector<std::string>& words,
+                                const std::vector<OptionSpec>& specs) {
+  const auto secret = [](const std::string& name) {
+    for (const char* word : {"token", "secret", "key", "password"}) {
+      if (absl::StrContains(absl::AsciiStrToLower(name), word)) return true;
+    }
+    return false;
+  };
+  const auto takes_value = [&](const std::string& name) {
+    for (const auto& s : specs) {
+      if (s.name == name) return !s.value_name.empty();
+    }
+    return false;
+  };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w.size() < 3 || w.rfind("--", 0) != 0) {
+      out.push_back(w);
+      continue;
+    }
+    const size_t eq = w.find('=');
+    const std::string name = Normalize(w.substr(2, eq == std::string::npos ? eq : eq - 2));
+    if (!secret(name)) {
+      out.push_back(w);
+    } else if (eq != std::string::npos) {
+      out.push_back(w.substr(0, eq + 1) + "<redacted>");
+    } else {
+      out.push_back(w);
+      if (takes_value(name) && i + 1 < words.size()) {
+        out.push_back("<redacted>");
+        ++i;
+      }
+    }
+  }
+  return absl::StrJoin(out, " ");
 }
 
 }  // namespace attn::client

@@ -53,4 +53,10 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<OptionSpec>& specs,
 // The options part of a subcommand's --help: one line per option with its default.
 std::string OptionsHelp(const std::vector<OptionSpec>& specs);
 
+// `words` (argv) as one line for reports that others read (results.json, report.html): the value
+// of every option whose name says it is a secret (token, secret, key, password) replaced by
+// <redacted>, in the --name=value and the --name value forms.
+std::string RecordedCommandLine(const std::vector<std::string>& words,
+                                const std::vector<OptionSpec>& specs);
+
 }  // namespace attn::client

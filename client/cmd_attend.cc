@@ -205,10 +205,36 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
   req.set_omit_output(!want_output);
 
   auto stub = v1::AttentionService::NewStub(MakeChannel(common.target));
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
+                                             (common.timeout_s > 0 ? common.timeout_s : 60) * 1e3));
+  const int64_t out_elems =
+      in.problem.batch * in.problem.q_len * in.problem.num_heads * in.problem.head_dim;
+  if (!in.q.empty()) {
+    // Tensors from files go against the server's size limit here, before any byte is sent:
+    // gRPC would otherwise upload them all and then refuse with its own message.
+    grpc::ClientContext info_ctx;
+    info_ctx.set_deadline(deadline);
+    v1::ServerInfo info;
+    const grpc::Status got = stub->GetServerInfo(&info_ctx, v1::GetServerInfoRequest(), &info);
+    if (!got.ok()) return Fail(kExitFailed, DescribeRpcError(got, info_ctx, common.target.tls));
+    const int64_t limit = info.limits().max_request_bytes();
+    const int64_t sizes[2] = {static_cast<int64_t>(in.q.size() + in.k.size() + in.v.size()),
+                              want_output ? out_elems * DTypeSize(*dtype) : 0};
+    const char* what[2] = {"q + k + v", "the output"};
+    for (int i = 0; i < 2; ++i) {
+      if (limit > 0 && sizes[i] > limit) {
+        return Fail(kExitUsage,
+                    absl::StrFormat("attend: %s would be %.1f MiB, over the server's limit of "
+                                    "%.0f MiB (its --max_request_mib); send smaller arrays (a "
+                                    "smaller batch or sequence), or ask the host to raise "
+                                    "--max_request_mib",
+                                    what[i], sizes[i] / 1048576.0, limit / 1048576.0));
+      }
+    }
+  }
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(
-                       static_cast<int64_t>((common.timeout_s > 0 ? common.timeout_s : 60) * 1e3)));
+  ctx.set_deadline(deadline);
   v1::AttendResponse resp;
   const grpc::Status status = stub->Attend(&ctx, req, &resp);
   if (!status.ok()) {
@@ -234,8 +260,6 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
     std::printf("timings (ms):  queue %.4f, device %.4f, total %.4f\n", t.queue_seconds() * 1e3,
                 t.device_seconds() * 1e3, t.total_seconds() * 1e3);
   }
-  const int64_t out_elems =
-      in.problem.batch * in.problem.q_len * in.problem.num_heads * in.problem.head_dim;
   if (want_output && static_cast<int64_t>(resp.output().size()) != out_elems * DTypeSize(*dtype)) {
     return Fail(kExitFailed,
                 absl::StrCat("the server returned ", resp.output().size(),

@@ -25,6 +25,7 @@ int Fail(int code, const std::string& message) {
 
 std::vector<OptionSpec> CommonSpecs() {
   const char* env = std::getenv("ATTN_TARGET");
+  const char* ca = std::getenv("ATTN_TLS_CA_FILE");
   return {
       {"target", "ADDR", env != nullptr && *env ? env : "localhost:50051",
        "host:port, a comma list host:port,host:port, or dns:///name:port (round_robin over the "
@@ -36,9 +37,13 @@ std::vector<OptionSpec> CommonSpecs() {
        "a label for your calls (with tokens the server queues by your token's participant; "
        "without, by this or the connection's address)"},
       {"tls", "", "false", "speak TLS, trusting the system's root certificates"},
-      {"tls_ca_file", "FILE", "",
-       "speak TLS, trusting the CA certificate (PEM) in FILE, e.g. the workshop's cohort-ca.crt"},
-      {"token", "TOKEN", "", "bearer token sent with every call (default: $ATTN_TOKEN)"},
+      {"tls_ca_file", "FILE", ca != nullptr ? ca : "",
+       "speak TLS, trusting the CA certificate (PEM) in FILE, e.g. the workshop's cohort-ca.crt "
+       "($ATTN_TLS_CA_FILE sets the default)"},
+      {"token", "TOKEN", "",
+       "bearer token sent with every call (default: $ATTN_TOKEN); never written to --out's files"},
+      {"insecure_token", "", "false",
+       "send the token even over plaintext to a target that is not loopback (a private network)"},
   };
 }
 

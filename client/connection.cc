@@ -1,5 +1,6 @@
 #include "client/connection.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/support/client_interceptor.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "proto/status.h"
@@ -153,8 +155,62 @@ std::shared_ptr<grpc::Channel> MakeChannel(const Target& target, int connection)
                                                                  std::move(interceptors));
 }
 
+std::string TokenProblem(const std::string& token, const std::string& source) {
+  if (token.empty()) return source + ": empty; give the token you were handed, or none at all";
+  for (size_t i = 0; i < token.size(); ++i) {
+    const auto c = static_cast<unsigned char>(token[i]);
+    if (c >= 0x21 && c <= 0x7e) continue;
+    std::string what;
+    if (c == '\n') {
+      what = "a newline";
+    } else if (c == '\r') {
+      what = "a carriage return";
+    } else if (c == '\t') {
+      what = "a tab";
+    } else if (c == ' ') {
+      what = "a space";
+    } else if (c < 0x20 || c == 0x7f) {
+      what = absl::StrFormat("the control character U+%04X", c);
+    } else {
+      // A UTF-8 sequence: its code point, as a text editor shows it.
+      uint32_t cp = 0;
+      const int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+      cp = len == 1 ? c : c & (0xff >> (len + 1));
+      for (int k = 1; k < len && i + k < token.size(); ++k)
+        cp = (cp << 6) | (static_cast<unsigned char>(token[i + k]) & 0x3f);
+      what = len == 1 ? absl::StrFormat("the byte 0x%02X (not UTF-8)", c)
+                      : absl::StrFormat("the non-ASCII character U+%04X", cp);
+    }
+    const std::string where = i == token.size() - 1 || (c == '\r' && i == token.size() - 2)
+                                  ? "at the end"
+                              : i == 0 ? "at the start"
+                                       : absl::StrCat("at position ", i + 1);
+    return absl::StrCat(source, ": has ", what, " ", where, " (byte ", i + 1, " of ", token.size(),
+                        "); a token is visible ASCII only: copy it again without the surrounding "
+                        "whitespace");
+  }
+  return "";
+}
+
+bool IsLoopbackTarget(const std::string& spec) {
+  std::string rest = spec;
+  if (absl::StartsWith(rest, "dns:")) {
+    rest = rest.substr(4);
+    while (!rest.empty() && rest.front() == '/') rest.erase(0, 1);
+  }
+  for (absl::string_view item : absl::StrSplit(rest, ',')) {
+    std::string host, port;
+    if (!SplitHostPort(spec, std::string(item), host, port).ok()) return false;
+    if (host == "localhost" || host == "::1") continue;
+    in_addr v4{};
+    if (inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127) continue;
+    return false;
+  }
+  return true;
+}
+
 absl::Status SetSecurity(bool tls, const std::string& ca_file, const std::string& token,
-                         Target& target) {
+                         bool insecure_token, const std::string& spec, Target& target) {
   target.tls = tls || !ca_file.empty();
   if (!ca_file.empty()) {
     std::ifstream f(ca_file, std::ios::binary);
@@ -167,7 +223,19 @@ absl::Status SetSecurity(bool tls, const std::string& ca_file, const std::string
     target.tls_ca_pem = pem.str();
   }
   const char* env = std::getenv("ATTN_TOKEN");
+  const bool from_flag = !token.empty() || env == nullptr;
   target.token = !token.empty() ? token : env != nullptr ? env : "";
+  if (target.token.empty() && from_flag) return absl::OkStatus();
+  if (auto why = TokenProblem(target.token, from_flag ? "--token" : "$ATTN_TOKEN"); !why.empty()) {
+    return absl::InvalidArgumentError(why);
+  }
+  if (!target.tls && !insecure_token && !IsLoopbackTarget(spec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to send the token in plaintext to ", spec,
+        ": it is not loopback, so anyone on the network path could read the token and act as "
+        "you; use TLS (--tls_ca_file=CA.pem, $ATTN_TLS_CA_FILE, or --tls), or add "
+        "--insecure_token if this network is private"));
+  }
   return absl::OkStatus();
 }
 

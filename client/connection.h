@@ -34,10 +34,22 @@ absl::StatusOr<Target> ParseTarget(const std::string& spec);
 // a connection of its own (attn-load's clients), 0 lets gRPC share one.
 std::shared_ptr<grpc::Channel> MakeChannel(const Target& target, int connection = 0);
 
-// The security of --tls, --tls_ca_file and --token (default $ATTN_TOKEN) into `target`; a CA file
-// that is not a readable PEM certificate is InvalidArgument naming --tls_ca_file.
+// The security of --tls, --tls_ca_file (default $ATTN_TLS_CA_FILE) and --token (default
+// $ATTN_TOKEN) into `target`, `spec` being --target as given. InvalidArgument naming the flag for
+// a CA file that is not a readable PEM certificate; for a token with a character no header may
+// carry (whitespace, a trailing newline included, control characters, anything outside ASCII),
+// naming the character and where it is; and for a token that would go in plaintext to a target
+// that is not loopback, unless `insecure_token` (--insecure_token) says so.
 absl::Status SetSecurity(bool tls, const std::string& ca_file, const std::string& token,
-                         Target& target);
+                         bool insecure_token, const std::string& spec, Target& target);
+
+// Why `token` (from `source`, "--token" or "$ATTN_TOKEN") cannot be sent: "" when it can. A token
+// is visible ASCII only (0x21-0x7E), as attn_client checks it (client/python identity.py).
+std::string TokenProblem(const std::string& token, const std::string& source);
+
+// Whether every host of --target `spec` is this machine by name or address: localhost,
+// 127.0.0.0/8, ::1 (other names count as remote, whatever they resolve to).
+bool IsLoopbackTarget(const std::string& spec);
 
 // A gRPC error as one line: "INVALID_ARGUMENT: shape.head_dim: must be ... (from
 // 10.0.0.1:50051, request 42)", with what to fix for a transport or identity failure (TLS on

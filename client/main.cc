@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "client/commands.h"
 
 namespace {
@@ -123,7 +122,7 @@ int main(int argc, char** argv) {
   }
   common.client_id = parsed->Get("client_id");
   if (auto s = SetSecurity(parsed->GetBool("tls"), parsed->Get("tls_ca_file"), parsed->Get("token"),
-                           common.target);
+                           parsed->GetBool("insecure_token"), common.target_spec, common.target);
       !s.ok()) {
     return Fail(kExitUsage, std::string(s.message()));
   }
@@ -132,5 +131,5 @@ int main(int argc, char** argv) {
   if (name == "attend") return RunAttend(common, *parsed);
   std::vector<std::string> words = {"attn-client"};
   for (int i = 1; i < argc; ++i) words.emplace_back(argv[i]);
-  return RunBench(common, *parsed, absl::StrJoin(words, " "));
+  return RunBench(common, *parsed, RecordedCommandLine(words, specs));
 }

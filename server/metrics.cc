@@ -1,19 +1,10 @@
 #include "server/metrics.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "attn/registry.h"
 #include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
+#include "server/metrics_http.h"
 #include "server/scheduler.h"
 
 namespace attn::server {
@@ -138,84 +129,15 @@ Metrics::Metrics(const std::vector<DeviceWorkers*>& devices, const std::string& 
   live_ = std::make_shared<LiveGauges>(devices, this);
 }
 
-// The endpoint is a small HTTP/1.0 responder on its own thread rather than prometheus-cpp's
-// Exposer: civetweb starts its threads with a fixed 100 KiB stack, less than this process's
-// static TLS (cuBLASLt alone holds 94 KiB), so its pthread_create fails with EINVAL.
 absl::StatusOr<int> Metrics::Expose(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics_address: expected IPv4 host:port, got '", address, "'"));
-  }
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  const std::string host = address.substr(0, colon);
-  if (inet_pton(AF_INET, host.empty() ? "0.0.0.0" : host.c_str(), &sa.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics_address: '", host, "' is not an IPv4 address"));
-  }
-  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  socklen_t len = sizeof(sa);
-  if (listen_fd_ < 0 || setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-      bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
-      listen(listen_fd_, 16) != 0 ||
-      getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-    const std::string why = std::strerror(errno);
-    if (listen_fd_ >= 0) close(listen_fd_);
-    listen_fd_ = -1;
-    return absl::UnavailableError(
-        absl::StrCat("metrics_address: cannot listen on '", address, "': ", why));
-  }
-  http_ = std::thread([this] { ServeHttp(); });
-  return ntohs(sa.sin_port);
+  auto http = MetricsHttp::Start(address, [this] { return Render(); });
+  if (!http.ok()) return http.status();
+  http_ = *std::move(http);
+  return http_->port();
 }
 
-void Metrics::ServeHttp() {
-  for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // the socket was shut down
-    }
-    timeval timeout{2, 0};  // a stalled scraper must not hold the endpoint
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    char buf[2048];
-    const ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
-    std::string response;
-    const std::string request(buf, n > 0 ? static_cast<size_t>(n) : 0);
-    if (absl::StartsWith(request, "GET /metrics ") || absl::StartsWith(request, "GET /metrics?")) {
-      const std::string body = Render();
-      response = absl::StrCat(
-          "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-          "Content-Length: ",
-          body.size(), "\r\nConnection: close\r\n\r\n", body);
-    } else {
-      const std::string body = "attn-server serves Prometheus metrics at GET /metrics\n";
-      response = absl::StrCat(
-          "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: ", body.size(),
-          "\r\nConnection: close\r\n\r\n", body);
-    }
-    for (size_t sent = 0; sent < response.size();) {
-      const ssize_t k = send(fd, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-      if (k <= 0) break;
-      sent += static_cast<size_t>(k);
-    }
-    close(fd);
-  }
-}
-
-Metrics::~Metrics() {
-  if (listen_fd_ >= 0) {
-    shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
-    if (http_.joinable()) http_.join();
-    close(listen_fd_);
-  }
-}
+// The endpoint goes first: a scrape in progress must not see the members it renders go.
+Metrics::~Metrics() { http_.reset(); }
 
 void Metrics::Request(const std::string& rpc, const std::string& code, double seconds) {
   request_seconds_->Add({{"rpc", rpc}, {"code", code}}, SecondsBuckets()).Observe(seconds);

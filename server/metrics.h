@@ -16,13 +16,13 @@
 //   attn_inflight_requests                       gauge: accepted and not finished
 //   attn_serving                                 gauge: 1 when health is SERVING
 //   attn_build_info{version,cuda_runtime,cudnn}, attn_device_info{device,name,compute_capability}
+//
+// The endpoint (metrics_http.h) answers GET /metrics on a thread of its own.
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,6 +33,7 @@
 namespace attn::server {
 
 class DeviceWorkers;
+class MetricsHttp;
 
 // The status labels attn_benchmark_cases_total is pre-registered with, per backend: a case's
 // result (absl code name, as in CaseResult.status).
@@ -90,9 +91,7 @@ class Metrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> live_;
-  void ServeHttp();
-  int listen_fd_ = -1;
-  std::thread http_;
+  std::unique_ptr<MetricsHttp> http_;
   prometheus::Family<prometheus::Histogram>* request_seconds_;
   prometheus::Family<prometheus::Histogram>* queue_seconds_;
   prometheus::Family<prometheus::Histogram>* device_seconds_;

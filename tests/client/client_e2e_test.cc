@@ -5,6 +5,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -78,7 +79,7 @@ TEST_F(ClientE2E, InfoListsTheDeviceAndEveryBackendsVerdict) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("cpu ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cudnn: needs a CUDA device"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("ok: reference on the host"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok: float64 reference on the host"), std::string::npos) << r.out;
   ClientRun j = Client(Target() + " info --format=json");
   ASSERT_EQ(j.rc, 0) << j.err;
   auto doc = ParseJson(j.out);
@@ -531,6 +532,7 @@ TEST(ClientIdentity, EachMistakeGetsAOneLineErrorSayingWhatToFix) {
   ASSERT_NE(fgets(hex, sizeof(hex), p), nullptr);
   pclose(p);
   std::ofstream(dir + "/tokens.txt") << "alice " << std::string(hex, 64) << "\n";
+  chmod((dir + "/tokens.txt").c_str(), 0600);  // attn-server refuses a tokens file others can read
   ServerProcess server(
       "tls", {"--tls_cert_file=" + dir + "/server.crt", "--tls_key_file=" + dir + "/server.key",
               "--tokens_file=" + dir + "/tokens.txt"});
@@ -563,10 +565,116 @@ TEST(ClientIdentity, EachMistakeGetsAOneLineErrorSayingWhatToFix) {
 
   setenv("ATTN_TOKEN", "alice-secret", 1);
   ClientRun ok = Client(tls + " info");
+  // The cohort's notebook servers set $ATTN_TLS_CA_FILE: the CLI takes it as --tls_ca_file.
+  setenv("ATTN_TLS_CA_FILE", (dir + "/ca.crt").c_str(), 1);
+  ClientRun env_ca = Client(target + " info");
+  unsetenv("ATTN_TLS_CA_FILE");
   unsetenv("ATTN_TOKEN");
   EXPECT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_EQ(env_ca.rc, 0) << env_ca.err;
   ClientRun flag = Client(tls + " --token=alice-secret info");
   EXPECT_EQ(flag.rc, 0) << flag.err;
+}
+
+// A token copied from a chat brings a newline, a space or a non-breaking space along: a clear
+// error naming the character and where it is, before any call; never a crash.
+TEST_F(ClientE2E, AMalformedTokenIsAClearErrorNotACrash) {
+  struct Case {
+    const char* token;
+    bool from_env;
+    const char* expected;
+  };
+  for (const Case& c :
+       {Case{"attn_abc\n", true, "$ATTN_TOKEN: has a newline at the end (byte 9 of 9)"},
+        Case{"attn_a\xc2\xa0"
+             "b",
+             false, "--token: has the non-ASCII character U+00A0 at position 7"},
+        Case{"attn_a b", false, "--token: has a space at position 7"},
+        Case{"attn_\x01"
+             "b",
+             true, "$ATTN_TOKEN: has the control character U+0001 at position 6"}}) {
+    if (c.from_env) setenv("ATTN_TOKEN", c.token, 1);
+    const std::string flag = c.from_env ? "" : absl::StrCat(" --token='", c.token, "'");
+    ClientRun r = Client(Target() + flag + " health");
+    unsetenv("ATTN_TOKEN");
+    EXPECT_EQ(r.rc, 2) << c.expected << ": " << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("a token is visible ASCII only"), std::string::npos) << r.err;
+  }
+}
+
+// A token crosses a plaintext channel only to this machine, unless --insecure_token says so.
+TEST_F(ClientE2E, NoTokenInPlaintextToATargetThatIsNotLoopback) {
+  ClientRun remote = Client("--target=10.255.255.1:50051 --timeout=2 --token=attn_x health");
+  EXPECT_EQ(remote.rc, 2) << remote.err;
+  EXPECT_NE(remote.err.find("refusing to send the token in plaintext to 10.255.255.1:50051: it is "
+                            "not loopback"),
+            std::string::npos)
+      << remote.err;
+  EXPECT_NE(remote.err.find("--insecure_token"), std::string::npos) << remote.err;
+  ClientRun told =
+      Client("--target=10.255.255.1:50051 --timeout=2 --token=attn_x --insecure_token health");
+  EXPECT_EQ(told.err.find("refusing"), std::string::npos) << told.err;
+  for (const std::string& target : {server_->address(), absl::StrCat("localhost:", server_->port()),
+                                    absl::StrCat("dns:///localhost:", server_->port())}) {
+    ClientRun local = Client("--target=" + target + " --token=attn_x health");
+    EXPECT_EQ(local.rc, 0) << target << ": " << local.err;
+  }
+}
+
+// results.json and report.html are shared; the command line they record has no token.
+TEST_F(ClientE2E, TheRecordedCommandLineNeverCarriesTheToken) {
+  const std::string dir = ScratchDir() + "bench_token";
+  ClientRun r = Client(Target() +
+                       " --token=attn_TOKENINFLAGFORM bench --seq-lens=16 --heads=1 --head-dims=16 "
+                       "--dtypes=float32 --backends=cpu --warmup=0 --repeats=1 --out=" +
+                       dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ClientRun spaced = Client(Target() +
+                            " --token attn_TOKENINWORDFORM bench --seq-lens=16 --heads=1 "
+                            "--head-dims=16 --dtypes=float32 --backends=cpu --warmup=0 "
+                            "--repeats=1 --out=" +
+                            dir + "2");
+  ASSERT_EQ(spaced.rc, 0) << spaced.err;
+  for (const std::string& file : {dir + "/results.json", dir + "/report.html", dir + "/results.csv",
+                                  dir + "2/results.json", dir + "2/report.html"}) {
+    const std::string text = ReadTextFile(file);
+    EXPECT_EQ(text.find("TOKENIN"), std::string::npos) << file << " holds the token";
+    if (file.find("results.json") != std::string::npos) {
+      EXPECT_NE(text.find("<redacted>"), std::string::npos) << file;
+      EXPECT_NE(text.find("--seq-lens=16"), std::string::npos) << file;
+    }
+  }
+}
+
+// An upload over the server's --max_request_mib is refused here, before it is sent.
+TEST(ClientLimits, AnUploadOverTheServersLimitIsRefusedBeforeSending) {
+  ServerProcess server("limit",
+                       {"--max_request_mib=1", "--max_host_mib=64", "--grpc_memory_mib=64"});
+  ASSERT_GT(server.port(), 0) << ReadTextFile(server.log());
+  // q, k and v of (1, 1024, 4, 64) float32: 1 MiB each, 3 MiB in all.
+  NpyArray a;
+  a.type = NpyType::kFloat32;
+  a.shape = {1, 1024, 4, 64};
+  a.data.assign(static_cast<size_t>(a.element_count()) * 4, '\0');
+  const std::string dir = ScratchDir();
+  for (const char* n : {"q", "k", "v"})
+    ASSERT_TRUE(WriteNpyFile(dir + "/big_" + n + ".npy", a).ok());
+  const auto start = std::chrono::steady_clock::now();
+  ClientRun r =
+      Client(absl::StrCat("--target=", server.address(), " attend --dtype=float32 --q=", dir,
+                          "/big_q.npy --k=", dir, "/big_k.npy --v=", dir, "/big_v.npy"));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("attend: q + k + v would be 3.0 MiB, over the server's limit of 1 MiB (its "
+                       "--max_request_mib)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_LT(s, 5.0);
+  const std::string log = ReadTextFile(server.log());
+  EXPECT_TRUE(log.find("rpc=Attend") == std::string::npos &&
+              log.find("rpc=\"Attend\"") == std::string::npos)
+      << "the Attend reached the server: " << log;
 }
 
 }  // namespace

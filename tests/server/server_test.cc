@@ -680,7 +680,7 @@ TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
   v1::AttendResponse resp;
   ASSERT_TRUE(stub_->Attend(&actx, req, &resp).ok());
   const std::string http = HttpGet(server_->metrics_port(), "/metrics");
-  ASSERT_NE(http.find("HTTP/1.0 200 OK"), std::string::npos) << http.substr(0, 200);
+  ASSERT_NE(http.find(" 200 OK\r\n"), std::string::npos) << http.substr(0, 200);
   for (const char* name :
        {"attn_request_duration_seconds_bucket{code=\"OK\",rpc=\"Attend\"", "attn_requests_total",
         "attn_queue_wait_seconds_bucket",
