@@ -5,8 +5,20 @@
 // The tokens file, one participant per line ('#' starts a comment):
 //   NAME SHA256_HEX_OF_TOKEN [ROLE] [key=value ...]
 // NAME: 1-64 of [A-Za-z0-9._-], unique; ROLE: participant (default) or admin; key=value: this
-// participant's quotas (max_inflight, max_queued, max_jobs, device_seconds, max_job_seconds,
-// max_running), overriding the server's --participant_* flags.
+// participant's quotas, overriding the server's --participant_* flags: max_inflight, max_queued,
+// max_jobs and max_running each a whole number >= 1, device_seconds and max_job_seconds each > 0
+// (at 0 its calls could never run: leave the key out for the default).
+// Each key at most once a line.
+//
+// The file itself: a regular file of at most 1 MiB that others cannot read or write and the group
+// cannot write (mode & 027 == 0: 0600, or 0640/0440 as a Kubernetes Secret with fsGroup mounts
+// it; `chmod 600 FILE` otherwise). At start-up a file that breaks any rule stops the server. When
+// it changes, the lines that keep every rule take effect at once; a line that breaks one grants
+// nothing, nor does any other line with its name or token hash (a participant whose line is wrong
+// has no access until it is fixed: a mistyped revocation must not leave the old token working).
+// A file that cannot be read, or whose mode is wrong, changes nothing. Either failure is logged
+// once, counted (attn_tokens_file_load_failures_total) and stops
+// attn_tokens_file_last_good_load_timestamp_seconds from advancing (the AttnTokensFileStale alert).
 #pragma once
 
 #include <array>
@@ -46,15 +58,23 @@ struct Participant {
 // SHA-256 of `data`.
 std::array<uint8_t, 32> Sha256(absl::string_view data);
 
-// The participants of a tokens file's text, or InvalidArgument naming the line and the rule.
-absl::StatusOr<std::vector<Participant>> ParseTokensFile(absl::string_view text,
-                                                         const ParticipantLimits& defaults);
+// A tokens file's text, parsed: the participants of the lines that keep every rule, and for each
+// line that does not, "line N: the rule" (in line order).
+struct TokensFile {
+  std::vector<Participant> participants;
+  std::vector<std::string> errors;
+};
+TokensFile ParseTokensFile(absl::string_view text, const ParticipantLimits& defaults);
+
+// The text of the tokens file at `path` (symlinks followed, as in a Secret volume), or
+// InvalidArgument naming the path and what is wrong: unreadable, not a regular file, over 1 MiB,
+// or a mode that lets others read or write it or the group write it (with the chmod that fixes it).
+absl::StatusOr<std::string> ReadTokensFile(const std::string& path);
 
 class TokenRegistry {
  public:
-  // Loads `path` (an error if it cannot be read or parsed), then re-reads it every `poll_s`
-  // when its content changed (a Kubernetes Secret update swaps the file): a good file replaces
-  // the participants at once; a bad one is logged and the last good one kept.
+  // Loads `path` (an error if it breaks any rule), then reads it every `poll_s`: a change takes
+  // effect as the header says, and a failure is logged once, not at every poll.
   static absl::StatusOr<std::unique_ptr<TokenRegistry>> Open(const std::string& path,
                                                              const ParticipantLimits& defaults,
                                                              double poll_s = 2);
@@ -66,16 +86,29 @@ class TokenRegistry {
   absl::StatusOr<std::shared_ptr<const Participant>> Authenticate(
       absl::string_view authorization) const;
 
+  // Unix time of the last read that found the file keeping every rule (the metrics' gauge).
+  double last_good_load_unix() const { return last_good_load_unix_.load(); }
+  // Reads that failed: each new unreadable or wrong-mode state, each changed text with a bad line.
+  uint64_t load_failures() const { return load_failures_.load(); }
+
  private:
   TokenRegistry() = default;
-  absl::Status Reload(bool at_start);
+  // One poll: reads the file, applies a changed text, and logs and counts a new failure.
+  void Poll();
+  void Install(std::vector<Participant> participants);
   void Watch(double poll_s);
 
   std::string path_;
   ParticipantLimits defaults_;
   mutable std::mutex mu_;
   std::shared_ptr<const std::vector<std::shared_ptr<const Participant>>> participants_;
-  std::string last_text_;
+  // The watcher's state: the text last applied, its bad lines ("" when none), and the failure
+  // last logged ("" while the file is good), so that a failure is reported once.
+  std::string applied_text_;
+  std::string applied_errors_;
+  std::string reported_failure_;
+  std::atomic<double> last_good_load_unix_{0};
+  std::atomic<uint64_t> load_failures_{0};
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

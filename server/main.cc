@@ -73,8 +73,10 @@ ABSL_FLAG(std::string, prewarm_suite, "codelab",
           "plans and kernels exist before the first request; empty: none");
 ABSL_FLAG(std::string, tokens_file, "",
           "participants and their token hashes, one per line: NAME SHA256_HEX [participant|admin] "
-          "[key=value ...]; re-read when it changes; every RPC but health then needs "
-          "'authorization: Bearer TOKEN'; empty: no tokens");
+          "[key=value ...] (max_inflight, max_queued, max_jobs, max_running >= 1; "
+          "device_seconds, max_job_seconds > 0); mode at most 0640 (chmod 600); a bad line stops "
+          "the start; re-read when it changes, where a bad line grants nothing and the others "
+          "apply; every RPC but health then needs 'authorization: Bearer TOKEN'; empty: no tokens");
 ABSL_FLAG(int, participant_max_inflight, 16,
           "quota: Attends and benchmark jobs one participant (without tokens: one client key) may "
           "have in flight");

@@ -4,6 +4,7 @@
 #include "attn/registry.h"
 #include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
+#include "server/auth.h"
 #include "server/metrics_http.h"
 #include "server/scheduler.h"
 
@@ -21,24 +22,27 @@ const prometheus::Histogram::BucketBoundaries& SecondsBuckets() {
   return b;
 }
 
-// Gauges read when scraped: queue depth and arena bytes per device, in-flight, serving.
-class LiveGauges : public prometheus::Collectable {
+// Metrics read when scraped: queue depth and arena bytes per device, in-flight, serving, and the
+// tokens file's load state once a registry is observed.
+class LiveMetrics : public prometheus::Collectable {
  public:
-  LiveGauges(std::vector<DeviceWorkers*> devices, const Metrics* metrics)
-      : devices_(std::move(devices)), metrics_(metrics) {}
+  LiveMetrics(std::vector<DeviceWorkers*> devices, const Metrics* metrics,
+              const std::atomic<const TokenRegistry*>* tokens)
+      : devices_(std::move(devices)), metrics_(metrics), tokens_(tokens) {}
 
   std::vector<MetricFamily> Collect() const override {
-    auto family = [](const char* name, const char* help) {
+    auto family = [](const char* name, const char* help,
+                     prometheus::MetricType type = prometheus::MetricType::Gauge) {
       MetricFamily f;
       f.name = name;
       f.help = help;
-      f.type = prometheus::MetricType::Gauge;
+      f.type = type;
       return f;
     };
     auto add = [](MetricFamily& f, std::vector<ClientMetric::Label> labels, double value) {
       ClientMetric m;
       m.label = std::move(labels);
-      m.gauge.value = value;
+      (f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value) = value;
       f.metric.push_back(std::move(m));
     };
     MetricFamily depth = family("attn_queue_depth", "Tasks waiting for a worker, per device.");
@@ -55,12 +59,28 @@ class LiveGauges : public prometheus::Collectable {
     add(inflight, {}, metrics_->inflight.load());
     MetricFamily serving = family("attn_serving", "1 when the health status is SERVING, else 0.");
     add(serving, {}, metrics_->serving.load() ? 1 : 0);
-    return {depth, used, capacity, inflight, serving};
+    std::vector<MetricFamily> out = {depth, used, capacity, inflight, serving};
+    if (const TokenRegistry* tokens = tokens_->load(); tokens != nullptr) {
+      MetricFamily good = family("attn_tokens_file_last_good_load_timestamp_seconds",
+                                 "Unix time of the last read of the tokens file that found "
+                                 "every line keeping the rules (it is read every few seconds).");
+      add(good, {}, tokens->last_good_load_unix());
+      MetricFamily failures = family(
+          "attn_tokens_file_load_failures_total",
+          "Reads of the tokens file that failed: each new unreadable or wrong-mode state, each "
+          "changed text with a line that breaks a rule.",
+          prometheus::MetricType::Counter);
+      add(failures, {}, static_cast<double>(tokens->load_failures()));
+      out.push_back(std::move(good));
+      out.push_back(std::move(failures));
+    }
+    return out;
   }
 
  private:
   std::vector<DeviceWorkers*> devices_;
   const Metrics* metrics_;
+  const std::atomic<const TokenRegistry*>* tokens_;
 };
 
 }  // namespace
@@ -126,7 +146,7 @@ Metrics::Metrics(const std::vector<DeviceWorkers*>& devices, const std::string& 
               {"compute_capability", absl::StrCat(d->info().ComputeCapability())}})
         .Set(1);
   }
-  live_ = std::make_shared<LiveGauges>(devices, this);
+  live_ = std::make_shared<LiveMetrics>(devices, this, &tokens_);
 }
 
 absl::StatusOr<int> Metrics::Expose(const std::string& address) {
@@ -135,6 +155,8 @@ absl::StatusOr<int> Metrics::Expose(const std::string& address) {
   http_ = *std::move(http);
   return http_->port();
 }
+
+void Metrics::ObserveTokensFile(const TokenRegistry* tokens) { tokens_ = tokens; }
 
 // The endpoint goes first: a scrape in progress must not see the members it renders go.
 Metrics::~Metrics() { http_.reset(); }

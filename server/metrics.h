@@ -16,6 +16,9 @@
 //   attn_inflight_requests                       gauge: accepted and not finished
 //   attn_serving                                 gauge: 1 when health is SERVING
 //   attn_build_info{version,cuda_runtime,cudnn}, attn_device_info{device,name,compute_capability}
+//   attn_tokens_file_last_good_load_timestamp_seconds  gauge, only with --tokens_file: unix time
+//                                                the file was last read keeping every rule
+//   attn_tokens_file_load_failures_total         counter, only with --tokens_file (auth.h)
 //
 // The endpoint (metrics_http.h) answers GET /metrics on a thread of its own.
 #pragma once
@@ -34,6 +37,7 @@ namespace attn::server {
 
 class DeviceWorkers;
 class MetricsHttp;
+class TokenRegistry;
 
 // The status labels attn_benchmark_cases_total is pre-registered with, per backend: a case's
 // result (absl code name, as in CaseResult.status).
@@ -70,6 +74,10 @@ class Metrics {
   // thread of its own. Returns the bound port.
   absl::StatusOr<int> Expose(const std::string& address);
 
+  // Exports the tokens file's load state (the attn_tokens_file_* families) from `tokens`, read
+  // at each scrape; it must outlive this.
+  void ObserveTokensFile(const TokenRegistry* tokens);
+
   void Request(const std::string& rpc, const std::string& code, double seconds);
   void QueueWait(int device, double seconds);
   void DeviceTime(const std::string& backend, const std::string& dtype, bool causal,
@@ -91,6 +99,7 @@ class Metrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> live_;
+  std::atomic<const TokenRegistry*> tokens_{nullptr};
   std::unique_ptr<MetricsHttp> http_;
   prometheus::Family<prometheus::Histogram>* request_seconds_;
   prometheus::Family<prometheus::Histogram>* queue_seconds_;

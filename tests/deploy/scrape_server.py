@@ -114,6 +114,7 @@ def secret_volume(directory, files):
     stamp.mkdir()
     for name, src in files.items():
         shutil.copyfile(src, stamp / name)
+        os.chmod(stamp / name, 0o440)  # the Deployment's defaultMode (attn-server refuses more)
         if not (directory / name).is_symlink():
             os.symlink(f"..data/{name}", directory / name)
     old = os.readlink(directory / "..data") if (directory / "..data").is_symlink() else None

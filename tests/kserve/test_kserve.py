@@ -85,6 +85,7 @@ def server(tmp_path_factory):
 def token_server(tmp_path_factory):
     d = tmp_path_factory.mktemp("token_server")
     (d / "tokens.txt").write_text(f"alice {hashlib.sha256(TOKEN.encode()).hexdigest()}\n")
+    (d / "tokens.txt").chmod(0o600)  # attn-server refuses a tokens file others can read
     s = Server(d / "server.log", [f"--tokens_file={d / 'tokens.txt'}"])
     yield s
     s.stop()
