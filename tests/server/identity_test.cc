@@ -3,12 +3,10 @@
 // file re-read when it changes (line by line: a bad line grants nothing), per-participant quotas,
 // the request id in trailing metadata, TLS with a test CA (a plaintext client is refused).
 #include <grpcpp/grpcpp.h>
-#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -20,6 +18,7 @@
 #include "server/quota.h"
 #include "server/server.h"
 #include "server/server_helpers.h"
+#include "server/tokens_file_helpers.h"
 #include "server_process.h"
 #include "test_certificates.h"
 
@@ -29,24 +28,8 @@ namespace v1 = attention::v1;
 using ::attn::testing::CpuOptions;
 using ::attn::testing::MakeShape;
 using ::attn::testing::ScratchDir;
-
-std::string Hex(const std::array<uint8_t, 32>& h) {
-  std::string out;
-  for (uint8_t b : h) absl::StrAppend(&out, absl::Hex(b, absl::kZeroPad2));
-  return out;
-}
-
-// A tokens-file line for `name` with `token`.
-std::string Line(const std::string& name, const std::string& token, const std::string& rest = "") {
-  return absl::StrCat(name, " ", Hex(Sha256(token)), rest.empty() ? "" : " ", rest, "\n");
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  chmod(tmp.c_str(), 0600);                // the server refuses a file others can read
-  std::rename(tmp.c_str(), path.c_str());  // atomic, as a Secret update swaps the file
-}
+using ::attn::testing::TokensLine;
+using ::attn::testing::WriteTokensFile;
 
 v1::AttendRequest Small() {
   v1::AttendRequest r;
@@ -61,7 +44,7 @@ class IdentityTest : public ::testing::Test {
  protected:
   void Start(const std::string& tokens_text, ServerOptions o = CpuOptions()) {
     tokens_ = ScratchDir() + "tokens.txt";
-    WriteFile(tokens_, tokens_text);
+    WriteTokensFile(tokens_, tokens_text);
     o.tokens_file = tokens_;
     o.workers_per_device = 2;
     auto s = Server::Start(o);
@@ -102,7 +85,7 @@ class IdentityTest : public ::testing::Test {
 };
 
 TEST_F(IdentityTest, NoOrAnUnknownTokenIsUnauthenticatedOnEveryRpcButHealth) {
-  Start(Line("alice", "alice-secret") + Line("root", "root-secret", "admin"));
+  Start(TokensLine("alice", "alice-secret") + TokensLine("root", "root-secret", "admin"));
   for (const std::string& token : {std::string(), std::string("wrong-secret")}) {
     SCOPED_TRACE(token);
     const grpc::Status s = Attend(token);
@@ -147,7 +130,7 @@ TEST_F(IdentityTest, NoOrAnUnknownTokenIsUnauthenticatedOnEveryRpcButHealth) {
 }
 
 TEST_F(IdentityTest, TheLargeSuiteIsForAdmins) {
-  Start(Line("alice", "alice-secret") + Line("root", "root-secret", "admin"));
+  Start(TokensLine("alice", "alice-secret") + TokensLine("root", "root-secret", "admin"));
   const grpc::Status s = Job("alice-secret", "large");
   EXPECT_EQ(s.error_code(), grpc::PERMISSION_DENIED);
   EXPECT_NE(s.error_message().find("alice: the large suite is for admins"), std::string::npos)
@@ -157,9 +140,9 @@ TEST_F(IdentityTest, TheLargeSuiteIsForAdmins) {
 }
 
 TEST_F(IdentityTest, AChangedTokensFileTakesEffectLineByLine) {
-  Start(Line("alice", "alice-secret"));
+  Start(TokensLine("alice", "alice-secret"));
   EXPECT_EQ(Attend("bob-secret").error_code(), grpc::UNAUTHENTICATED);
-  WriteFile(tokens_, Line("alice", "alice-secret") + Line("bob", "bob-secret"));
+  WriteTokensFile(tokens_, TokensLine("alice", "alice-secret") + TokensLine("bob", "bob-secret"));
   bool bob = false;
   for (int i = 0; i < 100 && !bob; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -168,8 +151,8 @@ TEST_F(IdentityTest, AChangedTokensFileTakesEffectLineByLine) {
   EXPECT_TRUE(bob) << "bob's token was not accepted within 5 s of the change";
   // A line that breaks a rule (a plaintext token instead of its hash) grants nothing; the
   // others apply (tests/server/tokens_file_test.cc has the rules).
-  WriteFile(tokens_,
-            Line("alice", "alice-secret") + "bob bob-secret\n" + Line("carol", "carol-secret"));
+  WriteTokensFile(tokens_, TokensLine("alice", "alice-secret") + "bob bob-secret\n" +
+                               TokensLine("carol", "carol-secret"));
   bool carol = false;
   for (int i = 0; i < 100 && !carol; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -183,7 +166,7 @@ TEST_F(IdentityTest, AChangedTokensFileTakesEffectLineByLine) {
 TEST_F(IdentityTest, AParticipantOverItsInflightLimitIsRefusedNamingIt) {
   ServerOptions o = CpuOptions();
   o.admission.max_call_seconds = 120;
-  Start(Line("alice", "alice-secret", "max_inflight=1") + Line("bob", "bob-secret"), o);
+  Start(TokensLine("alice", "alice-secret", "max_inflight=1") + TokensLine("bob", "bob-secret"), o);
   // alice holds her one call (a long one); her second is refused; bob is served.
   grpc::ClientContext long_ctx;
   long_ctx.AddMetadata("authorization", "Bearer alice-secret");
@@ -211,7 +194,7 @@ TEST_F(IdentityTest, AParticipantOverItsInflightLimitIsRefusedNamingIt) {
 // The binary: the request id a participant gets back names its log line, which names them.
 TEST(IdentityProcess, TheRequestIdInTheReplyNamesTheLogLineWithTheParticipant) {
   const std::string path = ScratchDir() + "process_tokens.txt";
-  WriteFile(path, Line("alice", "alice-secret"));
+  WriteTokensFile(path, TokensLine("alice", "alice-secret"));
   ::attn::testing::ServerProcess server("identity", {"--tokens_file=" + path});
   ASSERT_GT(server.port(), 0) << ::attn::testing::ReadTextFile(server.log());
   auto stub = ::attn::testing::Connect(server.port());

@@ -1,14 +1,13 @@
-// The tokens file's rules (server/auth.h): overrides that would leave a participant's calls
-// waiting for ever refused with the line; a changed file applied line by line, a bad line
-// granting nothing; a file others can read refused, at start and on a change, through a Secret
-// volume's symlinks too; every failure logged once, counted and exported to /metrics.
+// The tokens file's rules (server/auth.h): overrides no call could run under refused with the
+// line; a changed file applied line by line, a bad line granting nothing; a file others can read
+// refused, at start and on a change, through a Secret volume's symlinks too; every failure logged
+// once, counted and exported to /metrics.
 #include <spdlog/sinks/ostream_sink.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -20,30 +19,15 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/server_helpers.h"
+#include "server/tokens_file_helpers.h"
 #include "server_process.h"  // ScratchDir
 
 namespace attn::server {
 namespace {
+using ::attn::testing::Hex;
 using ::attn::testing::ScratchDir;
-
-std::string Hex(const std::array<uint8_t, 32>& h) {
-  std::string out;
-  for (uint8_t b : h) absl::StrAppend(&out, absl::Hex(b, absl::kZeroPad2));
-  return out;
-}
-
-// A tokens-file line for `name` with `token`.
-std::string Line(const std::string& name, const std::string& token, const std::string& rest = "") {
-  return absl::StrCat(name, " ", Hex(Sha256(token)), rest.empty() ? "" : " ", rest, "\n");
-}
-
-// Writes `text` to `path` with `mode`, replacing it in one rename as a Secret update does.
-void WriteFile(const std::string& path, const std::string& text, mode_t mode = 0600) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  chmod(tmp.c_str(), mode);
-  std::rename(tmp.c_str(), path.c_str());
-}
+using ::attn::testing::TokensLine;
+using ::attn::testing::WriteTokensFile;
 
 // Waits up to 5 s for `done`.
 bool Eventually(const std::function<bool()>& done) {
@@ -132,12 +116,13 @@ TEST(TokensFile, RulesNameTheLine) {
 }
 
 TEST(TokensFile, ABadLineGrantsNothingNorDoesAnyLineWithItsNameOrHash) {
-  const std::string text = Line("alice", "a") +                        // 1: good
-                           Line("bob", "b", "max_running=0") +         // 2: bad
-                           Line("carol", "c") + Line("carol", "c2") +  // 3, 4: one name twice
-                           Line("dave", "d") + Line("erin", "d") +     // 5, 6: one token twice
-                           Line("bob", "b2") +                // 7: good, but bob's line 2 is bad
-                           Line("frank", "b", "max_jobs=2");  // 8: good, but the hash of bad line 2
+  const std::string text =
+      TokensLine("alice", "a") +                              // 1: good
+      TokensLine("bob", "b", "max_running=0") +               // 2: bad
+      TokensLine("carol", "c") + TokensLine("carol", "c2") +  // 3, 4: one name twice
+      TokensLine("dave", "d") + TokensLine("erin", "d") +     // 5, 6: one token twice
+      TokensLine("bob", "b2") +                               // 7: good, but bob's line 2 is bad
+      TokensLine("frank", "b", "max_jobs=2");                 // 8: good, but the hash of bad line 2
   TokensFile parsed = ParseTokensFile(text, ParticipantLimits{});
   ASSERT_EQ(parsed.participants.size(), 1u);
   EXPECT_EQ(parsed.participants[0].name, "alice");
@@ -153,7 +138,8 @@ TEST(TokensFile, ABadLineGrantsNothingNorDoesAnyLineWithItsNameOrHash) {
 // for their deadline (no worker takes them). The server now refuses to start, naming the line.
 TEST(TokensFile, AZeroOverrideStopsTheServerNamingTheLine) {
   const std::string path = ScratchDir() + "zero_override_tokens.txt";
-  WriteFile(path, Line("alice", "a") + Line("bob", "b", "participant max_running=0"));
+  WriteTokensFile(path,
+                  TokensLine("alice", "a") + TokensLine("bob", "b", "participant max_running=0"));
   ServerOptions o = ::attn::testing::CpuOptions();
   o.tokens_file = path;
   auto server = Server::Start(o);
@@ -179,14 +165,14 @@ TEST(TokensFile, AFileOthersCanReadOrTheGroupWriteIsRefusedSayingHowToFix) {
       {0666, "mode 0666: others can read it, others can write it, its group can write it"},
   };
   for (const auto& [mode, message] : refused) {
-    WriteFile(path, Line("alice", "a"), mode);
+    WriteTokensFile(path, TokensLine("alice", "a"), mode);
     auto r = TokenRegistry::Open(path, ParticipantLimits{});
     ASSERT_FALSE(r.ok()) << std::oct << mode;
     EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status();
   }
   // Owner only, and group read (a Kubernetes Secret's defaultMode 0440 with fsGroup).
   for (mode_t mode : {0600, 0400, 0640, 0440}) {
-    WriteFile(path, Line("alice", "a"), mode);
+    WriteTokensFile(path, TokensLine("alice", "a"), mode);
     auto r = TokenRegistry::Open(path, ParticipantLimits{});
     ASSERT_TRUE(r.ok()) << std::oct << mode << " " << r.status();
     EXPECT_TRUE(Admits(**r, "a"));
@@ -194,7 +180,7 @@ TEST(TokensFile, AFileOthersCanReadOrTheGroupWriteIsRefusedSayingHowToFix) {
   // Not a regular file; over 1 MiB.
   auto dir = TokenRegistry::Open(ScratchDir(), ParticipantLimits{});
   EXPECT_NE(dir.status().message().find("not a regular file"), std::string::npos) << dir.status();
-  WriteFile(path, std::string((1 << 20) + 1, '#'));
+  WriteTokensFile(path, std::string((1 << 20) + 1, '#'));
   auto big = TokenRegistry::Open(path, ParticipantLimits{});
   EXPECT_NE(big.status().message().find("1048577 bytes; a tokens file is at most 1048576"),
             std::string::npos)
@@ -208,7 +194,7 @@ TEST(TokensFile, ThroughASecretVolumesSymlinksTheFilesOwnModeCounts) {
   const std::string dir = ScratchDir() + "secret_volume";
   mkdir(dir.c_str(), 0755);
   mkdir((dir + "/..2026_01_01_00_00_00.1").c_str(), 0755);
-  WriteFile(dir + "/..2026_01_01_00_00_00.1/tokens.txt", Line("alice", "a"), 0440);
+  WriteTokensFile(dir + "/..2026_01_01_00_00_00.1/tokens.txt", TokensLine("alice", "a"), 0440);
   symlink("..2026_01_01_00_00_00.1", (dir + "/..data").c_str());
   symlink("..data/tokens.txt", (dir + "/tokens.txt").c_str());
   auto r = TokenRegistry::Open(dir + "/tokens.txt", ParticipantLimits{});
@@ -226,7 +212,7 @@ TEST(TokensFile, ThroughASecretVolumesSymlinksTheFilesOwnModeCounts) {
 TEST(TokenRegistry, AChangeAppliesItsGoodLinesAndAFailureIsLoggedOnceAndExported) {
   CapturedLog log;
   const std::string path = ScratchDir() + "reload_tokens.txt";
-  WriteFile(path, Line("alice", "a") + Line("bob", "b"));
+  WriteTokensFile(path, TokensLine("alice", "a") + TokensLine("bob", "b"));
   auto opened = TokenRegistry::Open(path, ParticipantLimits{}, /*poll_s=*/0.02);
   ASSERT_TRUE(opened.ok()) << opened.status();
   const TokenRegistry& r = **opened;
@@ -247,7 +233,8 @@ TEST(TokenRegistry, AChangeAppliesItsGoodLinesAndAFailureIsLoggedOnceAndExported
   ASSERT_TRUE(Eventually([&] { return r.last_good_load_unix() > start; }))
       << "a good file's every read is a good load";
 
-  WriteFile(path, Line("alice", "a") + Line("bob", "b", "max_running=0") + Line("carol", "c"));
+  WriteTokensFile(path, TokensLine("alice", "a") + TokensLine("bob", "b", "max_running=0") +
+                            TokensLine("carol", "c"));
   ASSERT_TRUE(Eventually([&] { return Admits(r, "c"); })) << "carol's good line applies";
   EXPECT_TRUE(Admits(r, "a"));
   EXPECT_FALSE(Admits(r, "b")) << "bob's bad line grants nothing";
@@ -261,13 +248,14 @@ TEST(TokenRegistry, AChangeAppliesItsGoodLinesAndAFailureIsLoggedOnceAndExported
   EXPECT_EQ(log.Count("line 2: bob: max_running=0"), 1);
 
   // Fixed: bob back, the time advances again.
-  WriteFile(path, Line("alice", "a") + Line("bob", "b", "max_running=2") + Line("carol", "c"));
+  WriteTokensFile(path, TokensLine("alice", "a") + TokensLine("bob", "b", "max_running=2") +
+                            TokensLine("carol", "c"));
   ASSERT_TRUE(Eventually([&] { return Admits(r, "b"); }));
   ASSERT_TRUE(Eventually([&] { return r.last_good_load_unix() > stale; }));
   EXPECT_EQ(log.Count("tokens file good again"), 1);
 
   // Readable by others: refused, nothing changes (alice stays, dave is not let in).
-  WriteFile(path, Line("alice", "a") + Line("dave", "d"), 0644);
+  WriteTokensFile(path, TokensLine("alice", "a") + TokensLine("dave", "d"), 0644);
   ASSERT_TRUE(Eventually([&] { return r.load_failures() == 2; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(r.load_failures(), 2u);
