@@ -83,6 +83,11 @@ double LargestPieceFlops(const AttentionProblem& p, double max_flops) {
   return AttentionFlops(WithAllKeys(PieceProblem(p, {0, cut.batch, 0, cut.heads, 0, cut.rows})));
 }
 
+int64_t PieceCount(const AttentionProblem& p, double max_flops) {
+  const Cut cut = ChooseCut(p, max_flops);
+  return Chunks(p.batch, cut.batch) * Chunks(p.num_heads, cut.heads) * Chunks(p.q_len, cut.rows);
+}
+
 AttentionProblem PieceProblem(const AttentionProblem& p, const Piece& piece) {
   AttentionProblem sub = p;
   sub.batch = piece.b1 - piece.b0;

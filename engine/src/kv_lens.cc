@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bench/normal_fill.h"
+#include "inputs/normal.h"
 
 namespace attn {
 namespace {

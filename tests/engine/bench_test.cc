@@ -10,9 +10,9 @@
 #include "attn/attention.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
-#include "bench/normal_fill.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
+#include "inputs/normal.h"
 #include "platform.h"
 
 namespace attn::testing {
@@ -181,7 +181,7 @@ TEST(RunBenchmark, RunsAKvLensCaseCheckedAgainstTheReference) {
   ASSERT_TRUE(results.ok()) << results.status();
   const BenchResult& r = results->front();
   ASSERT_TRUE(r.status.ok()) << r.status;
-  EXPECT_EQ(r.numerics_note, "vs cpu float64 reference");
+  EXPECT_EQ(r.numerics_note, "vs float64 reference on the host");
   EXPECT_LE(r.max_abs_error, ToleranceFor(p.dtype).atol * 2);
   EXPECT_NEAR(r.kv_gbps, KeyValueBytesRead(p) / (r.stats.median * 1e6), r.kv_gbps * 1e-12);
   EXPECT_NEAR(r.tflops, AttentionFlops(p) / (r.stats.median * 1e9), r.tflops * 1e-12);
@@ -275,7 +275,7 @@ TEST(RunBenchmark, ChecksNumericsAgainstTheFloat64Reference) {
   ASSERT_TRUE(results.ok());
   const BenchResult& r = results->front();
   ASSERT_TRUE(r.status.ok()) << r.status;
-  EXPECT_EQ(r.numerics_note, "vs cpu float64 reference");
+  EXPECT_EQ(r.numerics_note, "vs float64 reference on the host");
   // bf16 output of the cpu backend: only its final rounding, at most half a bf16 ulp.
   EXPECT_GT(r.max_abs_error, 0);
   EXPECT_LT(r.max_abs_error, 8e-3);

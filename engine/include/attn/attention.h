@@ -51,6 +51,9 @@ std::vector<Piece> PlanPieces(const AttentionProblem& p, double max_flops);
 // listing them.
 double LargestPieceFlops(const AttentionProblem& p, double max_flops);
 
+// How many pieces PlanPieces(p, max_flops) makes, without listing them.
+int64_t PieceCount(const AttentionProblem& p, double max_flops);
+
 // The sub-problem a piece computes (kv_lens sliced to its batch rows) and its views into `t`
 // (strides kept, data and kv_lens offset).
 AttentionProblem PieceProblem(const AttentionProblem& p, const Piece& piece);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "attn/device.h"
 #include "attn/fp8.h"
 #include "attn/inputs.h"
+#include "attn/plan.h"
 #include "attn/problem.h"
 #include "attn/stop.h"
 #include "attn/tensor.h"
@@ -80,6 +82,43 @@ inline constexpr double kMaxNumericsFlops = 4e9;
 // so the choice, and the cost admission estimates for it, do not depend on kv_lens.
 bool NumericsOnHost(const AttentionProblem& p);
 
+// What a benchmark case will run, planned before it runs (PlanCase): the server admits its cost
+// and memory from this, and RunPlannedCase runs exactly these calls, within these bounds.
+struct CasePlan {
+  // The case's call (its backend resolved): the warm-up, timed and checked calls.
+  CallPlan call;
+  int warmup_calls = 0;      // at most; cut once they held the device half the case budget
+  int timed_samples = 0;     // samples at most (repeats), each of calls_per_sample calls
+  int calls_per_sample = 1;  // calls in one CUDA graph replay; 1 when eager
+  bool cuda_graph = false;   // timed as graph replays (on a GPU when options.cuda_graph)
+  double budget_s = 0;       // timing stops once the samples held the device this long
+  int input_sets = 1;
+  // With check_numerics: one more call of `call`, then beside it on the same inputs:
+  bool check_numerics = false;
+  std::optional<CallPlan> unmasked;             // causal T == S: the causal-effect rows' twin
+  std::optional<CallPlan> full_precision_peer;  // an FP8 case's peer ("cudnn" in bf16/fp16)
+  std::optional<CallPlan> reference;            // float64 on the host, or naive float32
+  std::string no_reference;                     // why there is none (check_numerics without one)
+  // Held at once while the case runs: host memory (the check's copies and the host reference's
+  // inputs, output and scratch), and the context's arena beside the calls' workspaces (the
+  // input sets, the outputs compared beside, the FP8 recipe's state, naive's float32 tensors).
+  int64_t host_bytes = 0;
+  int64_t arena_bytes = 0;
+
+  // An upper bound on the case's device time when one call of a plan takes seconds(plan): the
+  // warm-up cut at half the budget (plus the call that crosses it), the timed samples at the
+  // budget (plus one check interval), the checked call and those beside it.
+  double Seconds(const std::function<double(const CallPlan&)>& seconds) const;
+  // The longest single call of the case (a numerics reference can be longer than the case's).
+  double LongestCallSeconds(const std::function<double(const CallPlan&)>& seconds) const;
+};
+
+// The plan of case `c` run with `options` on `device`: its backend resolved (Resolve's error
+// when none can run it; a problem that breaks ValidateProblem gets that), every call it makes
+// with options.run.max_piece_flops pieces, and what it holds.
+absl::StatusOr<CasePlan> PlanCase(const BenchCase& c, const BenchOptions& options,
+                                  const DeviceInfo& device);
+
 struct BenchResult {
   BenchCase bench_case;
   uint64_t seed = 0;        // the case's inputs (CaseSeed of the job's seed and the case's index)
@@ -119,27 +158,6 @@ struct BenchResult {
   double fp8_vs_cudnn_max_diff = -1;
 };
 
-// Fills `count` elements of `dtype` at `dst`, memory of `context`, with the runner's inputs:
-// approximately normal(0, 1) values that are a pure function of (seed, element index), the same
-// on the host and the device. A kernel on the context's stream for a GPU context; on the host,
-// a loop that checks `stop` as it goes.
-absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType dtype,
-                        uint64_t seed, const StopToken* stop = nullptr);
-
-// One call's four packed BTNH buffers (PackedTensors of `p`) taken from `context`'s arena, and
-// with kv_lens a fifth holding p.kv_lens (copied there: tensors.kv_lens); the blocks go back to
-// the arena when this is destroyed. q, k, v and `out` are left as they are.
-struct PackedBuffers {
-  std::vector<ArenaBlock> blocks;
-  AttentionTensors tensors;
-};
-absl::StatusOr<PackedBuffers> AllocatePacked(const AttentionProblem& p, DeviceContext& context);
-
-// Fills q, k and v of `t` with FillNormal from seeds seed, seed + 1 and seed + 2: the runner's
-// inputs for one input set, and what AttendRequest.generated documents.
-absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
-                        const AttentionTensors& t, uint64_t seed, const StopToken* stop = nullptr);
-
 // InvalidArgument naming the field: warmup in [0, 10000], repeats in [1, 100000],
 // case_budget_s in (0, 3600], graph_calls in [1, 1000], rotate_inputs in [1, kMaxInputSets], the
 // fp8_recipe's own rules (ValidateDelayedScaling).
@@ -159,6 +177,12 @@ struct Fp8StepTimes {
 absl::StatusOr<Fp8StepTimes> TimeFp8Steps(const AttentionProblem& problem, const void* q,
                                           const void* k, const void* v, DeviceContext& context,
                                           int repeats, bool quantize_only = false);
+
+// Runs case `c` by its plan (PlanCase on `context`'s device, or the error that refused it, which
+// becomes the result's status) with inputs from `case_seed` (CaseSeed). `stop` as RunBenchmark's.
+BenchResult RunPlannedCase(const BenchCase& c, const absl::StatusOr<CasePlan>& plan,
+                           const BenchOptions& options, uint64_t case_seed, DeviceContext& context,
+                           const StopToken* stop = nullptr);
 
 // Called after each case with (index, total, result).
 using BenchProgress = std::function<void(size_t, size_t, const BenchResult&)>;

@@ -1,6 +1,7 @@
-// The benchmark runner: per case, resolve the backend, take inputs from the context's arena,
-// fill them from the seed, warm up, then time repeats with CUDA events (host clock on the CPU)
-// until the repeat count or the case's time budget is reached.
+// The benchmark runner: per case, its plan (case_plan.cc: the backend resolved, the calls and
+// their bounds), inputs from the context's arena filled from the seed, the warm-up, then repeats
+// timed with CUDA events (host clock on the CPU) until the repeat count or the case's time budget
+// is reached, and the numerics check the plan lists.
 #include <algorithm>
 #include <cmath>
 
@@ -11,17 +12,17 @@
 #include "attn/reference.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
-#include "bench/normal_fill.h"
+#include "inputs/normal.h"
 #include "platform.h"
 
 namespace attn {
 namespace {
 
-// The float64 reference (the cpu backend's) on host copies of the case's inputs (exact values,
-// float32 storage: the only rounding is float64 -> float32 at the end, far below any backend's
-// error).
-absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, const StopToken* stop,
-                          int threads, std::vector<float>& want) {
+// The float64 reference (the reference backend's) on host copies of the case's inputs (exact
+// values, float32 storage: the only rounding is float64 -> float32 at the end, far below any
+// backend's error).
+absl::Status ReferenceOnHost(const AttentionProblem& p, uint64_t case_seed, const StopToken* stop,
+                             int threads, std::vector<float>& want) {
   AttentionProblem ref = p;
   ref.dtype = DType::kFloat32;
   std::vector<float> in[3];
@@ -49,13 +50,11 @@ absl::Status CpuReference(const AttentionProblem& p, uint64_t case_seed, const S
 // problems too large for the cpu reference (its error vs float64 is ~1e-6, far below bf16's).
 // Runs one batch and as many kv-head groups at a time as the arena's free space allows for the
 // (T, S) score matrices.
-absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed,
-                                   DeviceContext& context, const RunOptions& run,
-                                   std::vector<float>& want) {
-  const Backend* naive = BackendRegistry::Default().Find("naive");
-  if (auto s = naive->CheckSupport(p, context.info()); !s.ok()) return s;
-  AttentionProblem ref = p;
-  ref.dtype = DType::kFloat32;
+absl::Status NaiveFloat32Reference(const CallPlan& reference, const AttentionProblem& p,
+                                   uint64_t case_seed, DeviceContext& context,
+                                   const RunOptions& run, std::vector<float>& want) {
+  const Backend* naive = reference.backend;
+  const AttentionProblem& ref = reference.problem;
   auto buffers = AllocatePacked(ref, context);
   if (!buffers.ok()) return buffers.status();
   const AttentionTensors& full = buffers->tensors;
@@ -109,14 +108,12 @@ absl::Status NaiveFloat32Reference(const AttentionProblem& p, uint64_t case_seed
 
 // The codelab's causal-effect row: the same backend without the mask on the same inputs, and
 // the largest output difference at the first query position (which then sees every key instead
-// of only itself) and at the last (which sees every key either way). Needs T == S.
-void CausalEffect(const Backend& backend, const AttentionProblem& p, const AttentionTensors& t,
+// of only itself) and at the last (which sees every key either way): `twin`, the plan's.
+void CausalEffect(const CallPlan& twin, const AttentionProblem& p, const AttentionTensors& t,
                   const std::vector<uint8_t>& causal_out, DeviceContext& context,
                   const RunOptions& run, BenchResult& r) {
-  AttentionProblem full = p;
-  full.causal = false;
-  if (p.q_len != p.kv_len || !backend.CheckSupport(full, context.info()).ok()) return;
-  const int64_t bytes = QueryElements(p) * DTypeSize(p.dtype);
+  const AttentionProblem& full = twin.problem;
+  const int64_t bytes = twin.output_bytes;
   auto out = context.arena().Allocate(bytes);
   if (!out.ok()) return;
   AttentionTensors tf = t;
@@ -124,7 +121,7 @@ void CausalEffect(const Backend& backend, const AttentionProblem& p, const Atten
   std::vector<uint8_t> got(static_cast<size_t>(bytes));
   RunOptions unmasked = run;
   unmasked.fp8_recipe = nullptr;  // a call beside the case, not one of its recorded calls
-  if (!RunAttention(backend, full, tf, context, unmasked).ok() ||
+  if (!RunAttention(*twin.backend, full, tf, context, unmasked).ok() ||
       !context.CopyToHost(got.data(), out->data(), bytes).ok()) {
     return;
   }
@@ -146,14 +143,12 @@ void CausalEffect(const Backend& backend, const AttentionProblem& p, const Atten
 }
 
 // The codelab's "Max |TE bf16 - TE FP8 autocast|" row: the FP8 backend's full-precision peer
-// (cudnn, in bf16/fp16) on the same inputs as an FP8 case, and the largest difference from the
-// FP8 output `fp8_out`.
-void Fp8VersusCudnn(const Backend& fp8, const AttentionProblem& p, const AttentionTensors& t,
-                    const std::vector<uint8_t>& fp8_out, DeviceContext& context,
-                    const RunOptions& run, BenchResult& r) {
-  const Backend* cudnn = BackendRegistry::Default().Find(fp8.full_precision_peer());
-  if (cudnn == nullptr || !cudnn->CheckSupport(p, context.info()).ok()) return;
-  const int64_t bytes = QueryElements(p) * DTypeSize(p.dtype);
+// (`peer`, the plan's: cudnn in bf16/fp16) on the same inputs as an FP8 case, and the largest
+// difference from the FP8 output `fp8_out`.
+void Fp8VersusPeer(const CallPlan& peer, const AttentionProblem& p, const AttentionTensors& t,
+                   const std::vector<uint8_t>& fp8_out, DeviceContext& context,
+                   const RunOptions& run, BenchResult& r) {
+  const int64_t bytes = peer.output_bytes;
   auto out = context.arena().Allocate(bytes);
   if (!out.ok()) return;
   AttentionTensors tc = t;
@@ -162,7 +157,7 @@ void Fp8VersusCudnn(const Backend& fp8, const AttentionProblem& p, const Attenti
   RunOptions plain;  // no FP8 recipe: the bf16/fp16 call
   plain.stop = run.stop;
   plain.max_piece_flops = run.max_piece_flops;
-  if (!RunAttention(*cudnn, p, tc, context, plain).ok() ||
+  if (!RunAttention(*peer.backend, p, tc, context, plain).ok() ||
       !context.CopyToHost(want.data(), out->data(), bytes).ok()) {
     return;
   }
@@ -175,35 +170,34 @@ void Fp8VersusCudnn(const Backend& fp8, const AttentionProblem& p, const Attenti
   r.fp8_vs_cudnn_max_diff = m;
 }
 
-// Runs the case once more, copies the output back and compares it with a float32-or-better
-// reference on the same inputs: the float64 cpu backend up to kMaxNumericsFlops, naive float32
-// on the GPU beyond. Causal cases also get the causal-effect row.
-void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t case_seed,
-                   const AttentionTensors& t, DeviceContext& context, const RunOptions& run,
+// Runs the case once more, copies the output back and compares it with the plan's reference on
+// the same inputs (the float64 reference on the host, or naive float32 on the GPU), after the
+// calls the plan lists beside it (the causal-effect twin, an FP8 case's full-precision peer).
+void CheckNumerics(const CasePlan& plan, uint64_t case_seed, const AttentionTensors& t,
+                   DeviceContext& context, const RunOptions& run,
                    const std::function<absl::Status()>& call, BenchResult& r) {
-  const int64_t qb = QueryElements(p) * DTypeSize(p.dtype);
-  std::vector<uint8_t> got(static_cast<size_t>(qb));
+  const AttentionProblem& p = plan.call.problem;
+  std::vector<uint8_t> got(static_cast<size_t>(plan.call.output_bytes));
   absl::Status s = call();
-  if (s.ok()) s = context.CopyToHost(got.data(), t.out.data, qb);
+  if (s.ok()) s = context.CopyToHost(got.data(), t.out.data, plan.call.output_bytes);
   if (!s.ok()) {
     r.numerics_note = absl::StrFormat("not checked: %s", s.message());
     return;
   }
-  if (p.causal) CausalEffect(backend, p, t, got, context, run, r);
-  if (backend.takes_fp8_recipe()) Fp8VersusCudnn(backend, p, t, got, context, run, r);
+  if (plan.unmasked) CausalEffect(*plan.unmasked, p, t, got, context, run, r);
+  if (plan.full_precision_peer)
+    Fp8VersusPeer(*plan.full_precision_peer, p, t, got, context, run, r);
+  if (!plan.reference) {
+    r.numerics_note = absl::StrFormat("not checked: %s", plan.no_reference);
+    return;
+  }
   std::vector<float> want;
-  const bool small = NumericsOnHost(p);
-  if (small) {
-    s = CpuReference(p, case_seed, run.stop, run.host_threads, want);
-  } else if (context.info().kind == DeviceKind::kCuda) {
+  if (plan.reference->host_reference) {
+    s = ReferenceOnHost(p, case_seed, run.stop, run.host_threads, want);
+  } else {
     RunOptions naive_run;
     naive_run.stop = run.stop;
-    s = NaiveFloat32Reference(p, case_seed, context, naive_run, want);
-  } else {
-    s = absl::FailedPreconditionError(
-        absl::StrFormat("%.1f GFLOP (every key counted) is beyond the cpu reference's %.0f "
-                        "GFLOP limit",
-                        AttentionFlops(WithAllKeys(p)) / 1e9, kMaxNumericsFlops / 1e9));
+    s = NaiveFloat32Reference(*plan.reference, p, case_seed, context, naive_run, want);
   }
   if (!s.ok()) {
     r.numerics_note = absl::StrFormat("not checked: %s", s.message());
@@ -219,27 +213,23 @@ void CheckNumerics(const Backend& backend, const AttentionProblem& p, uint64_t c
   }
   r.max_abs_error = max_abs;
   r.rel_l2_error = std::sqrt(err2 / std::max(ref2, 1e-300));
-  r.numerics_note = small ? "vs cpu float64 reference" : "vs naive float32 on the GPU";
+  r.numerics_note = plan.reference->host_reference ? "vs float64 reference on the host"
+                                                   : "vs naive float32 on the GPU";
 }
 
-void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, DeviceContext& context,
-             const StopToken* stop, BenchResult& r) {
-  const AttentionProblem& p = c.problem;
-  if (r.status = ValidateProblem(p); !r.status.ok()) return;
-  auto backend = BackendRegistry::Default().Resolve(c.backend, p, context.info());
-  if (!backend.ok()) {
-    r.status = backend.status();
-    return;
-  }
-  r.backend = (*backend)->name();
-  auto workspace = (*backend)->WorkspaceBytes(p, context, options.run);
+void RunCase(const CasePlan& plan, const BenchOptions& options, uint64_t seed,
+             DeviceContext& context, const StopToken* stop, BenchResult& r) {
+  const AttentionProblem& p = plan.call.problem;
+  const Backend* backend = plan.call.backend;
+  r.backend = backend->name();
+  auto workspace = backend->WorkspaceBytes(p, context, options.run);
   if (!workspace.ok()) {
     r.status = workspace.status();
     return;
   }
   r.workspace_bytes = *workspace;
   // The job's recipe state for this case (cudnn_fp8 only; other backends ignore it).
-  const bool fp8 = (*backend)->takes_fp8_recipe();
+  const bool fp8 = backend->takes_fp8_recipe();
   Fp8RecipeState recipe(options.fp8_recipe);
   RunOptions run = options.run;
   run.stop = stop;
@@ -251,7 +241,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   const int64_t in_use_before = context.arena().bytes_in_use();
   // Set 0 is the one the numerics check reads; further sets (rotate_inputs) have their own seeds
   // and are cycled through call by call, so small problems are not timed out of a warm L2.
-  const int sets = std::max(1, options.rotate_inputs);
+  const int sets = plan.input_sets;
   std::vector<PackedBuffers> buffers;
   std::vector<AttentionTensors> tensors;
   for (int set = 0; set < sets; ++set) {
@@ -273,18 +263,15 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   size_t next_set = 0;
   const auto call = [&] {
     const AttentionTensors& t = tensors[next_set++ % tensors.size()];
-    return RunAttention(**backend, p, t, context, run);
+    return RunAttention(*backend, p, t, context, run);
   };
-  bool graph = options.cuda_graph && context.info().kind == DeviceKind::kCuda;
+  bool graph = plan.cuda_graph;
 
   // Warm-up, cut at half the case budget for slow backends (the first call builds plans).
-  const double budget_ms = options.case_budget_s * 1e3;
+  const double budget_ms = plan.budget_s * 1e3;
   double warm_ms = 0;
-  // A recipe state's first call takes its scales from the current amaxes; it must run eagerly,
-  // not inside a captured graph whose replays would repeat it.
-  const int warmup = fp8 && graph ? std::max(1, options.warmup) : options.warmup;
   double last_call_ms = -1;
-  for (int i = 0; i < warmup && warm_ms < budget_ms / 2; ++i) {
+  for (int i = 0; i < plan.warmup_calls && warm_ms < budget_ms / 2; ++i) {
     auto t0 = TimeOnDevice(context, call, 0, 1);
     if (!t0.ok()) {
       r.status = t0.status();
@@ -293,15 +280,15 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
     warm_ms += t0->front();
     last_call_ms = t0->front();
   }
-  if (options.check_numerics) {
+  if (plan.check_numerics) {
     next_set = 0;  // the check's call writes set 0's output
-    CheckNumerics(**backend, p, seed, tensors[0], context, run, call, r);
+    CheckNumerics(plan, seed, tensors[0], context, run, call, r);
     if (r.status = CheckStop(stop); !r.status.ok()) return;
   }
 
   // A graph replay cannot stop part-way, so where something may stop the case a replay holds
   // at most kCheckEveryMs of calls, and calls longer than that are timed eagerly (in pieces).
-  int graph_calls = options.graph_calls;
+  int graph_calls = plan.calls_per_sample;
   if (graph && stop != nullptr) {
     if (last_call_ms < 0) {
       auto t0 = TimeOnDevice(context, call, 0, 1);
@@ -312,7 +299,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
       last_call_ms = t0->front();
     }
     graph_calls = std::clamp(static_cast<int>(kCheckEveryMs / std::max(last_call_ms, 1e-3)), 1,
-                             options.graph_calls);
+                             plan.calls_per_sample);
     graph = last_call_ms <= kCheckEveryMs;
   }
   r.timing = graph ? absl::StrFormat("cuda graph (%d calls per replay)", graph_calls)
@@ -329,7 +316,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
   }
   std::vector<double> samples = *first;
   double spent_ms = samples.front() * (graph ? graph_calls : 1);
-  while (static_cast<int>(samples.size()) < options.repeats) {
+  while (static_cast<int>(samples.size()) < plan.timed_samples) {
     if (absl::Status s = CheckStop(stop); !s.ok()) {
       r.status = s;
       break;
@@ -339,7 +326,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
       break;
     }
     // Chunks of ~kCheckEveryMs of device time between checks of the budget and the stop.
-    const int remaining = options.repeats - static_cast<int>(samples.size());
+    const int remaining = plan.timed_samples - static_cast<int>(samples.size());
     const int chunk =
         std::clamp(static_cast<int>(kCheckEveryMs /
                                     std::max(samples.front() * (graph ? graph_calls : 1), 1e-3)),
@@ -372,49 +359,8 @@ void RunCase(const BenchCase& c, const BenchOptions& options, uint64_t seed, Dev
 
 }  // namespace
 
-absl::Status FillNormal(DeviceContext& context, void* dst, int64_t count, DType dtype,
-                        uint64_t seed, const StopToken* stop) {
-  if (context.info().kind == DeviceKind::kCuda) {
-    return FillNormalOnStream(context.stream(), dst, count, dtype, seed);
-  }
-  return FillNormalHost(dst, count, dtype, seed, stop);
-}
-
 bool NumericsOnHost(const AttentionProblem& p) {
   return AttentionFlops(WithAllKeys(p)) <= kMaxNumericsFlops;
-}
-
-absl::StatusOr<PackedBuffers> AllocatePacked(const AttentionProblem& p, DeviceContext& context) {
-  const int64_t e = DTypeSize(p.dtype);
-  const int64_t qb = QueryElements(p) * e, kvb = KeyValueElements(p) * e;
-  const int64_t lens_bytes = static_cast<int64_t>(p.kv_lens.size() * sizeof(int32_t));
-  PackedBuffers out;
-  for (int64_t bytes : {qb, kvb, kvb, qb, lens_bytes}) {
-    if (bytes == 0) break;  // no kv_lens
-    auto block = context.arena().Allocate(bytes);
-    if (!block.ok()) return block.status();
-    out.blocks.push_back(*std::move(block));
-  }
-  int32_t* kv_lens = nullptr;
-  if (lens_bytes > 0) {
-    kv_lens = static_cast<int32_t*>(out.blocks[4].data());
-    if (auto s = context.CopyToDevice(kv_lens, p.kv_lens.data(), lens_bytes); !s.ok()) return s;
-  }
-  out.tensors = PackedTensors(p, context.memory(), out.blocks[0].data(), out.blocks[1].data(),
-                              out.blocks[2].data(), out.blocks[3].data(), kv_lens);
-  return out;
-}
-
-absl::Status FillInputs(DeviceContext& context, const AttentionProblem& p,
-                        const AttentionTensors& t, uint64_t seed, const StopToken* stop) {
-  const TensorView* inputs[3] = {&t.q, &t.k, &t.v};
-  for (int i = 0; i < 3; ++i) {
-    const int64_t count = inputs[i]->capacity_bytes / DTypeSize(p.dtype);
-    if (auto s = FillNormal(context, inputs[i]->data, count, p.dtype, InputSeed(seed, 0, i), stop);
-        !s.ok())
-      return s;
-  }
-  return absl::OkStatus();
 }
 
 absl::Status ValidateBenchOptions(const BenchOptions& o) {
@@ -441,23 +387,35 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
   return ValidateDelayedScaling(o.fp8_recipe);
 }
 
+BenchResult RunPlannedCase(const BenchCase& c, const absl::StatusOr<CasePlan>& plan,
+                           const BenchOptions& options, uint64_t case_seed, DeviceContext& context,
+                           const StopToken* stop) {
+  BenchResult r;
+  r.bench_case = c;
+  r.seed = case_seed;
+  if (absl::Status s = CheckStop(stop); !s.ok()) {
+    r.status = s;
+  } else if (!plan.ok()) {
+    r.status = plan.status();
+  } else {
+    RunCase(*plan, options, case_seed, context, stop, r);
+  }
+  return r;
+}
+
 absl::StatusOr<std::vector<BenchResult>> RunBenchmark(const std::vector<BenchCase>& cases,
                                                       const BenchOptions& options,
                                                       DeviceContext& context,
                                                       const BenchProgress& progress,
                                                       const StopToken* stop) {
   if (auto s = ValidateBenchOptions(options); !s.ok()) return s;
-  std::vector<BenchResult> results(cases.size());
+  std::vector<BenchResult> results;
+  results.reserve(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
-    BenchResult& r = results[i];
-    r.bench_case = cases[i];
-    r.seed = CaseSeed(options.seed, static_cast<int64_t>(i));
-    if (absl::Status s = CheckStop(stop); !s.ok()) {
-      r.status = s;
-    } else {
-      RunCase(cases[i], options, r.seed, context, stop, r);
-    }
-    if (progress) progress(i, cases.size(), r);
+    results.push_back(RunPlannedCase(cases[i], PlanCase(cases[i], options, context.info()), options,
+                                     CaseSeed(options.seed, static_cast<int64_t>(i)), context,
+                                     stop));
+    if (progress) progress(i, cases.size(), results.back());
   }
   return results;
 }

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_format.h"
 #include "attn/device.h"
-#include "bench/fill_kernels.h"
 #include "cuda/check.h"
+#include "inputs/fill_kernels.h"
 #include "platform.h"
 
 namespace attn {

@@ -2,9 +2,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "bench/fill_kernels.h"
-#include "bench/normal_fill.h"
 #include "cuda/from_float.cuh"
+#include "inputs/fill_kernels.h"
+#include "inputs/normal.h"
 
 namespace attn {
 namespace {

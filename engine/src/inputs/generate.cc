@@ -1,6 +1,5 @@
 #include "attn/inputs.h"
-
-#include "bench/normal_fill.h"
+#include "inputs/normal.h"
 
 namespace attn {
 

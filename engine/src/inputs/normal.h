@@ -1,5 +1,5 @@
-// The runner's input generator: element i of a tensor is a pure function of (seed, i), so the
-// device fill and a host copy for numerics agree exactly, whatever the launch shape.
+// The input generator (attn/inputs.h): element i of a tensor is a pure function of (seed, i), so
+// the device fill and a host copy for numerics agree exactly, whatever the launch shape.
 #pragma once
 
 #include <cstdint>
