@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace attn {
 namespace {
 
@@ -43,7 +45,13 @@ absl::StatusCode FromGrpcCode(grpc::StatusCode code) {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(ToGrpcCode(status.code()), std::string(status.message()));
+  return grpc::Status(ToGrpcCode(status.code()), BoundedMessage(status.message()));
+}
+
+std::string BoundedMessage(absl::string_view message) {
+  constexpr size_t kMost = 1024;
+  if (message.size() <= kMost) return std::string(message);
+  return absl::StrCat(message.substr(0, kMost), "... (", message.size(), " bytes)");
 }
 
 std::string CodeName(absl::StatusCode code) { return absl::StatusCodeToString(code); }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace attn {
 
@@ -15,8 +16,13 @@ namespace attn {
 grpc::StatusCode ToGrpcCode(absl::StatusCode code);
 absl::StatusCode FromGrpcCode(grpc::StatusCode code);
 
-// An absl status as the gRPC status a call ends with: the code mapped, the message kept.
+// An absl status as the gRPC status a call ends with: the code mapped, the message kept
+// (BoundedMessage: it travels in a header).
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// A message that may quote what a client sent, cut to its first 1 KiB with the full size after:
+// what replies, logs and results carry.
+std::string BoundedMessage(absl::string_view message);
 
 // "OK", "FAILED_PRECONDITION", ...: abseil's canonical names (absl::StatusCodeToString).
 std::string CodeName(absl::StatusCode code);

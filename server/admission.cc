@@ -14,19 +14,6 @@ std::string Flops(double f) {
   return absl::StrFormat("%.3g MFLOP", f / 1e6);
 }
 
-// Host bytes the numerics check holds for a case of `p` (runner.cc's CheckNumerics): the
-// backend's output (and the unmasked and cuDNN outputs it is compared with), and the reference's
-// float32 inputs and output plus the cpu backend's float64 workspace, or naive's float32 output.
-int64_t CheckHostBytes(const AttentionProblem& p) {
-  const int64_t e = DTypeSize(p.dtype);
-  const int64_t q = QueryElements(p), kv = KeyValueElements(p);
-  const int64_t outputs = 3 * q * e;
-  if (NumericsOnHost(p)) {
-    return outputs + (q + 2 * kv) * (4 + 8) + std::max(q, kv) * e + q * 4;
-  }
-  return outputs + q * 4;
-}
-
 }  // namespace
 
 std::string Cost::ToString() const {
@@ -34,44 +21,28 @@ std::string Cost::ToString() const {
                          seconds);
 }
 
-Cost CallCost(const AttentionProblem& p, const Backend& backend, const Throughputs& t) {
+double PlannedSeconds(const CallPlan& call, const Throughputs& t) {
+  if (call.host_reference) return call.flops / t.host_reference_flops_per_second();
+  return t.CallSeconds(call.backend->name(), call.problem);
+}
+
+Cost CallCost(const CallPlan& call, const Throughputs& t) {
   Cost c;
-  c.flops = AttentionFlops(WithAllKeys(p));
-  c.bytes = AttentionMinBytes(WithAllKeys(p));
-  c.seconds = c.longest_call_seconds = t.CallSeconds(backend.name(), p);
+  c.flops = call.flops;
+  c.bytes = call.bytes;
+  c.seconds = c.longest_call_seconds = PlannedSeconds(call, t);
   return c;
 }
 
-Cost CaseCost(const AttentionProblem& p, const Backend& backend, const BenchOptions& o,
-              const Throughputs& t) {
-  const Cost call = CallCost(p, backend, t);
-  const double s = call.seconds, budget = o.case_budget_s;
-  const double per_sample = o.cuda_graph ? o.graph_calls : 1;
-  // Calls: warm-up (cut at half the budget), one to size graph replays, the timed ones (cut at
-  // the budget, checked every kCheckEveryMs or one sample).
-  const double warm = std::min(o.warmup * s, budget / 2 + s);
-  const double timed =
-      std::min(o.repeats * per_sample * s, budget + std::max(kCheckEveryMs / 1e3, per_sample * s));
+Cost CaseCost(const CasePlan& plan, const Throughputs& t) {
+  const auto seconds = [&t](const CallPlan& call) { return PlannedSeconds(call, t); };
+  const double s = std::max(seconds(plan.call), 1e-12);
   Cost c;
-  c.seconds = warm + s + timed;
-  c.longest_call_seconds = s;
-  if (o.check_numerics) {
-    // The checked call, the unmasked call of a causal case, cuDNN's call beside an FP8 one.
-    c.seconds += s * (1 + (p.causal ? 1 : 0) + (backend.takes_fp8_recipe() ? 1 : 0));
-    double reference = 0;
-    AttentionProblem f32 = p;
-    f32.dtype = DType::kFloat32;
-    if (NumericsOnHost(p)) {
-      reference = AttentionFlops(WithAllKeys(p)) / t.host_reference_flops_per_second();
-    } else {
-      reference = t.CallSeconds("naive", f32);
-    }
-    c.seconds += reference;
-    c.longest_call_seconds = std::max(s, reference);
-    c.host_bytes = CheckHostBytes(p);
-  }
-  c.flops = call.flops * c.seconds / std::max(s, 1e-12);  // every call at the case's own rate
-  c.bytes = call.bytes * c.seconds / std::max(s, 1e-12);
+  c.seconds = plan.Seconds(seconds);
+  c.longest_call_seconds = plan.LongestCallSeconds(seconds);
+  c.host_bytes = plan.host_bytes;
+  c.flops = plan.call.flops * c.seconds / s;  // every call at the case's own rate
+  c.bytes = plan.call.bytes * c.seconds / s;
   return c;
 }
 
@@ -79,19 +50,21 @@ double PieceFlops(const Backend& backend, DType dtype, const Throughputs& t) {
   return kPieceSeconds * t.FlopsPerSecond(backend.name(), dtype);
 }
 
-absl::Status AdmitCall(const std::string& what, const AttentionProblem& p, const Backend& backend,
-                       const Cost& cost, const Throughputs& t, const AdmissionLimits& limits) {
+absl::Status AdmitCall(const std::string& what, const CallPlan& call, const Cost& cost,
+                       const Throughputs& t, const AdmissionLimits& limits) {
+  const Backend& backend = *call.backend;
+  const AttentionProblem& p = call.problem;
   const double rate = t.FlopsPerSecond(backend.name(), p.dtype);
   if (cost.longest_call_seconds > limits.max_call_seconds) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "%s: a call of %s on %s costs %s; its longest call is "
         "est. %.3g s of device time at the rates measured at start-up (%s: %.3g GFLOP/s), over "
         "--max_call_seconds=%g; use a smaller shape or a faster backend",
-        what, p.ToString(), backend.name(), Flops(AttentionFlops(WithAllKeys(p))),
-        cost.longest_call_seconds, backend.name(), rate / 1e9, limits.max_call_seconds));
+        what, p.ToString(), backend.name(), Flops(call.flops), cost.longest_call_seconds,
+        backend.name(), rate / 1e9, limits.max_call_seconds));
   }
   if (!backend.checks_stop_while_running()) {
-    const double piece = LargestPieceFlops(p, PieceFlops(backend, p.dtype, t)) / rate;
+    const double piece = call.largest_piece_flops / rate;
     if (piece > kMaxPieceSeconds) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "%s: one causal head of %s on %s is est. %.3g s of device time, and a causal head runs "
@@ -117,6 +90,7 @@ HostBudget::Reservation& HostBudget::Reservation::operator=(Reservation&& other)
   if (this != &other) {
     Release();
     budget_ = other.budget_;
+    key_ = std::move(other.key_);
     bytes_ = other.bytes_;
     other.budget_ = nullptr;
     other.bytes_ = 0;
@@ -125,26 +99,51 @@ HostBudget::Reservation& HostBudget::Reservation::operator=(Reservation&& other)
 }
 
 void HostBudget::Reservation::Release() {
-  if (budget_ != nullptr) budget_->in_use_ -= bytes_;
+  if (budget_ != nullptr) budget_->Return(key_, bytes_);
   budget_ = nullptr;
   bytes_ = 0;
 }
 
-absl::StatusOr<HostBudget::Reservation> HostBudget::Reserve(int64_t bytes,
+absl::StatusOr<HostBudget::Reservation> HostBudget::Reserve(const std::string& key, int64_t bytes,
                                                             const std::string& what) {
-  int64_t used = in_use_.load();
-  do {
-    if (bytes > capacity_ - used) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "%s needs %d bytes of host memory, but %d of the server's %d (--max_host_mib) are held "
-          "by requests in flight; retry later, or with a smaller request",
-          what, bytes, used, capacity_));
-    }
-  } while (!in_use_.compare_exchange_weak(used, used + bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = held_.find(key);
+  const int64_t mine = it == held_.end() ? 0 : it->second;
+  const int64_t holders = static_cast<int64_t>(held_.size()) + (it == held_.end() ? 1 : 0);
+  const int64_t share = capacity_ / (holders + 1);
+  if (bytes > capacity_ - in_use_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s needs %d bytes of host memory, but %d of the server's %d (--max_host_mib) are held "
+        "by requests in flight; retry later, or with a smaller request",
+        what, bytes, in_use_, capacity_));
+  }
+  if (mine + bytes > share) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s needs %d bytes of host memory; %s holds %d, and its share of the server's %d "
+        "(--max_host_mib) is %d while %d participant%s hold%s some (1/%d each, a place kept for "
+        "the next); retry when your calls in flight finish, or with a smaller request",
+        what, bytes, key, mine, capacity_, share, holders, holders == 1 ? "" : "s",
+        holders == 1 ? "s" : "", holders + 1));
+  }
+  in_use_ += bytes;
+  held_[key] = mine + bytes;
   Reservation r;
   r.budget_ = this;
+  r.key_ = key;
   r.bytes_ = bytes;
   return r;
+}
+
+int64_t HostBudget::in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_use_;
+}
+
+void HostBudget::Return(const std::string& key, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_use_ -= bytes;
+  const auto it = held_.find(key);
+  if (it != held_.end() && (it->second -= bytes) <= 0) held_.erase(it);
 }
 
 }  // namespace attn::server

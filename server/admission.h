@@ -7,14 +7,16 @@
 // deadline and the pieces (RunOptions::stop) bound what a running call actually takes.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "attn/backend.h"
 #include "attn/bench.h"
+#include "attn/plan.h"
 #include "attn/problem.h"
 #include "server/throughput.h"
 
@@ -31,7 +33,9 @@ struct AdmissionLimits {
   // the runner bounds them by the case budget), and the longest deadline any request may have:
   // a later client deadline is cut to this. The large suite needs ~1.5 min on an L4.
   double max_job_seconds = 600;
-  // Host memory held by requests at once: Attend payloads and replies, numerics references.
+  // Host memory held by requests at once: every request as held and its replies, benchmark
+  // jobs' cases, unread events and numerics checks. One participant holds at most a share
+  // (HostBudget).
   int64_t max_host_bytes = int64_t{4} << 30;
 };
 
@@ -51,32 +55,33 @@ struct Cost {
   std::string ToString() const;
 };
 
-// One call of `backend` on `p`: its FLOPs, bytes and estimated time. Every key is counted
-// (WithAllKeys): with kv_lens the estimate is that of the problem without, an upper bound for
-// any lengths (naive computes every score whatever they are).
-Cost CallCost(const AttentionProblem& p, const Backend& backend, const Throughputs& t);
+// Estimated seconds of one planned call at the rates measured at start-up: a backend's call at
+// its rate (Throughputs::CallSeconds), the float64 reference at the host's.
+double PlannedSeconds(const CallPlan& call, const Throughputs& t);
 
-// A benchmark case run with `options` as the runner runs it: warm-up up to half the case budget,
-// timed calls up to the budget (graph replays counted call by call), and with check_numerics one
-// more call, the causal-effect and FP8-vs-cuDNN calls, and the reference (float64 on the host up
-// to kMaxNumericsFlops, naive float32 on the GPU beyond) with the host copies it needs.
-Cost CaseCost(const AttentionProblem& p, const Backend& backend, const BenchOptions& options,
-              const Throughputs& t);
+// One planned call: its FLOPs, bytes and estimated time.
+Cost CallCost(const CallPlan& call, const Throughputs& t);
+
+// A benchmark case as the runner runs its plan (CasePlan::Seconds): every call it makes, its
+// longest call, and the host memory its numerics check holds.
+Cost CaseCost(const CasePlan& plan, const Throughputs& t);
 
 // The FLOPs of one piece of `backend`'s calls on `dtype`: kPieceSeconds at its measured rate.
 double PieceFlops(const Backend& backend, DType dtype, const Throughputs& t);
 
-// RESOURCE_EXHAUSTED when `cost` has a call over max_call_seconds, or a call whose unsplittable
-// piece (one causal head) is estimated over kMaxPieceSeconds on a backend that does not check
-// its stop while running; `what` names the request part ("Attend", "cases[3]").
-absl::Status AdmitCall(const std::string& what, const AttentionProblem& p, const Backend& backend,
-                       const Cost& cost, const Throughputs& t, const AdmissionLimits& limits);
+// RESOURCE_EXHAUSTED when `cost` has a call over max_call_seconds, or when `call`'s largest piece
+// (one causal head cannot be split) is estimated over kMaxPieceSeconds on a backend that does not
+// check its stop while running; `what` names the request part ("Attend", "cases[3]").
+absl::Status AdmitCall(const std::string& what, const CallPlan& call, const Cost& cost,
+                       const Throughputs& t, const AdmissionLimits& limits);
 
 // RESOURCE_EXHAUSTED when a job's total cost is over max_job_seconds.
 absl::Status AdmitJob(const Cost& total, int cases, const AdmissionLimits& limits);
 
-// Host memory shared by the requests in flight. Reservations are RAII and release on
-// destruction; a request that would take the budget over its capacity is refused.
+// Host memory shared by the requests in flight, split fairly: a participant may hold at most
+// capacity / (n + 1), n the participants holding some (itself included), so one holding alone
+// takes at most half and whoever comes next finds room. Reservations are RAII and release on
+// destruction.
 class HostBudget {
  public:
   class Reservation {
@@ -91,16 +96,24 @@ class HostBudget {
    private:
     friend class HostBudget;
     HostBudget* budget_ = nullptr;
+    std::string key_;
     int64_t bytes_ = 0;
   };
 
   explicit HostBudget(int64_t capacity) : capacity_(capacity) {}
-  // Takes `bytes` for `what`, or RESOURCE_EXHAUSTED naming the need, what is in use and the flag.
-  absl::StatusOr<Reservation> Reserve(int64_t bytes, const std::string& what);
+  // Takes `bytes` for participant `key` (`what`: what needs them), or RESOURCE_EXHAUSTED naming
+  // the need, the participant's share or what is in use, and the flag.
+  absl::StatusOr<Reservation> Reserve(const std::string& key, int64_t bytes,
+                                      const std::string& what);
+  int64_t in_use() const;
 
  private:
+  void Return(const std::string& key, int64_t bytes);
+
   const int64_t capacity_;
-  std::atomic<int64_t> in_use_{0};
+  mutable std::mutex mu_;
+  int64_t in_use_ = 0;
+  std::map<std::string, int64_t> held_;  // per participant with some held
 };
 
 }  // namespace attn::server

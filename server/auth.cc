@@ -23,16 +23,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/log.h"
+#include "server/text.h"
 
 namespace attn::server {
 namespace {
-
-bool ValidName(absl::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-  });
-}
 
 bool ParseHex(absl::string_view hex, std::array<uint8_t, 32>& out) {
   if (hex.size() != 64) return false;
@@ -54,24 +48,6 @@ bool ParseHex(absl::string_view hex, std::array<uint8_t, 32>& out) {
 constexpr size_t kMaxFileBytes = size_t{1} << 20;  // ~5000 participants' lines
 constexpr size_t kMaxErrorsReported = 5;           // a log line names these bad lines, at most
 
-// Text of the file for a message (the log gets it): quoted, control characters escaped, cut to
-// its first 48 bytes with the full size after.
-std::string Quote(absl::string_view text) {
-  constexpr size_t kShown = 48;
-  std::string out = "'";
-  for (char c : text.substr(0, kShown)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '\\' || c == '\'') {
-      absl::StrAppend(&out, absl::StrFormat("\\x%02x", u));
-    } else {
-      out += c;
-    }
-  }
-  out += "'";
-  if (text.size() > kShown) absl::StrAppend(&out, "... (", text.size(), " bytes)");
-  return out;
-}
-
 // Applies one key=value quota override: counts are whole numbers >= 1, seconds are > 0.
 absl::Status SetLimit(ParticipantLimits& l, absl::string_view key, absl::string_view value) {
   int* count = key == "max_inflight"  ? &l.max_inflight
@@ -86,11 +62,12 @@ absl::Status SetLimit(ParticipantLimits& l, absl::string_view key, absl::string_
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown key %s; expected max_inflight, max_queued, max_jobs, max_running, "
                         "device_seconds or max_job_seconds",
-                        Quote(key)));
+                        Quoted(key)));
   }
   double x = 0;
   if (!absl::SimpleAtod(value, &x) || !std::isfinite(x)) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: %s is not a number", key, Quote(value)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s is not a number", key, Quoted(value)));
   }
   if (count != nullptr) {
     if (x < 1 || x > 1e9 || x != std::floor(x)) {
@@ -133,8 +110,8 @@ Line ParseLine(int number, absl::string_view text, const ParticipantLimits& defa
     line.error = "expected NAME SHA256_HEX [ROLE] [key=value ...]";
     return line;
   }
-  if (!ValidName(words[0])) {
-    line.error = absl::StrFormat("name %s: 1-64 of A-Z a-z 0-9 . _ -", Quote(words[0]));
+  if (!IsName(words[0], 64)) {
+    line.error = absl::StrFormat("name %s: 1-64 of A-Z a-z 0-9 . _ -", Quoted(words[0]));
     return line;
   }
   p.name = std::string(words[0]);
@@ -151,7 +128,7 @@ Line ParseLine(int number, absl::string_view text, const ParticipantLimits& defa
       p.role = Role::kAdmin;
     } else if (words[2] != "participant") {
       line.error =
-          absl::StrFormat("%s: role %s is not participant or admin", p.name, Quote(words[2]));
+          absl::StrFormat("%s: role %s is not participant or admin", p.name, Quoted(words[2]));
       return line;
     }
     next = 3;

@@ -11,15 +11,15 @@ namespace {
 // done; a cancel (the client's, or its deadline) stops the work, as for Attend.
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  explicit InferReactor(std::shared_ptr<AttentionService::Call> call) : call_(std::move(call)) {}
-  void OnCancel() override { AttentionService::OnCallCancelled(*call_); }
+  explicit InferReactor(std::shared_ptr<Call> call) : call_(std::move(call)) {}
+  void OnCancel() override { Calls::OnCancelled(*call_); }
   void OnDone() override { delete this; }
 
   attention::v1::AttendRequest attend;
   attention::v1::AttendResponse result;
 
  private:
-  const std::shared_ptr<AttentionService::Call> call_;
+  const std::shared_ptr<Call> call_;
 };
 
 }  // namespace
@@ -28,21 +28,21 @@ template <typename Answer>
 grpc::ServerUnaryReactor* InferenceService::Control(const char* rpc,
                                                     grpc::CallbackServerContext* context,
                                                     Answer answer) {
-  auto call = attention_.NewCall(rpc, context, "");
+  Calls& calls = attention_.calls();
+  auto call = calls.Begin(rpc, context);
   auto* reactor = context->DefaultReactor();
-  context->AddTrailingMetadata(kRequestIdKey, absl::StrCat(call->id));
-  absl::Status status = attention_.Identify(context, "", *call);
+  absl::Status status = calls.Identify(context, "", *call);
   if (status.ok()) status = answer();
-  attention_.Done(*call, status);
+  calls.Done(*call, status);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
 bool InferenceService::Ready(const kserve::Model& model) const {
-  if (!attention_.Admit().ok()) return false;
+  if (!attention_.calls().Admit().ok()) return false;
   for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
     const auto reference = AttentionProblem::SelfAttention(4, 128, 8, 64, dtype);
-    for (const DeviceWorkers* device : attention_.devices_) {
+    for (const DeviceWorkers* device : attention_.devices()) {
       for (const auto& v : BackendRegistry::Default().Verdicts(reference, device->info())) {
         if (v.support.ok() && (model.backend.empty() || model.backend == v.backend->name()))
           return true;
@@ -65,7 +65,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerCont
                                                         const inference::ServerReadyRequest*,
                                                         inference::ServerReadyResponse* response) {
   return Control("ServerReady", context, [&] {
-    response->set_ready(attention_.Admit().ok());
+    response->set_ready(attention_.calls().Admit().ok());
     return absl::OkStatus();
   });
 }
@@ -86,7 +86,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     inference::ServerMetadataResponse* response) {
   return Control("ServerMetadata", context, [&] {
     response->set_name("attn");
-    response->set_version(attention_.config_.version);
+    response->set_version(attention_.config().version);
     response->add_extensions("model_configuration");
     response->add_extensions("parameters");
     return absl::OkStatus();
@@ -118,7 +118,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelConfig(
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
-  auto call = attention_.NewCall("ModelInfer", context, "");
+  auto call = attention_.calls().Begin("ModelInfer", context);
+  call->small_request = request->ByteSizeLong() <= 64 * 1024;
   auto* reactor = new InferReactor(call);
   // The conversion's verdict waits for identity and quotas, where Attend's validation would.
   absl::Status converted;
@@ -133,14 +134,19 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   } else {
     converted = model.status();
   }
-  attention_.StartAttend(context, call, reactor->attend, converted, &reactor->result,
-                         [reactor, request, response](const absl::Status& status) {
-                           if (status.ok()) {
-                             kserve::InferFromAttend(*request, reactor->attend, reactor->result,
-                                                     response);
-                           }
-                           reactor->Finish(ToGrpcStatus(status));
-                         });
+  // Held for the call: the request and the Attend converted from it (a copy of its tensors); the
+  // reply copies the output twice (the Attend's reply, then the infer response's).
+  const int64_t held =
+      static_cast<int64_t>(request->SpaceUsedLong() + reactor->attend.SpaceUsedLong());
+  attention_.attends().Start(context, call, reactor->attend, converted, held,
+                             /*output_copies=*/2, &reactor->result,
+                             [reactor, request, response](const absl::Status& status) {
+                               if (status.ok()) {
+                                 kserve::InferFromAttend(*request, reactor->attend, reactor->result,
+                                                         response);
+                               }
+                               reactor->Finish(ToGrpcStatus(status));
+                             });
   return reactor;
 }
 

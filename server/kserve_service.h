@@ -1,6 +1,6 @@
 // inference.GRPCInferenceService, the Open Inference Protocol (KServe v2) facade, on the same port
 // and credentials as attention.v1: Triton's clients and perf_analyzer drive attn unchanged.
-// ModelInfer runs on AttentionService::StartAttend, Attend's own path (identity, quotas,
+// ModelInfer runs on Attends::Start, Attend's own path (identity, quotas,
 // validation, admission, the fair queue, deadlines in pieces); every RPC gets one log line and
 // metrics under its own rpc label ("ModelInfer", "ServerLive", ...). Models: server/kserve.h.
 #pragma once

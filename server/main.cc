@@ -59,6 +59,17 @@ ABSL_FLAG(int64_t, grpc_memory_mib, 1024,
           "gRPC's memory quota (receive buffers, messages being parsed), MiB; at least 2 x "
           "--max_request_mib + 16");
 ABSL_FLAG(int, max_streams_per_connection, 32, "RPCs one client connection may have open at once");
+ABSL_FLAG(double, max_connection_idle_s, 300,
+          "a client connection without a call in flight this long is closed (the client "
+          "reconnects when it calls again), seconds");
+ABSL_FLAG(double, max_connection_age_s, 3600,
+          "a client connection this old is told to go (new calls reconnect), seconds");
+ABSL_FLAG(double, max_connection_age_grace_s, 900,
+          "then closed this long after, calls in flight or not (a half-sent request cannot hold "
+          "gRPC's memory for ever), seconds");
+ABSL_FLAG(double, keepalive_min_ping_s, 20,
+          "the least interval between a client's keepalive pings (more often: the connection is "
+          "closed); the server pings idle connections every 3x this, seconds");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "TLS: the server's certificate chain (PEM); with --tls_key_file the gRPC port speaks TLS "
           "only; empty: plaintext");
@@ -159,6 +170,10 @@ int main(int argc, char** argv) {
   options.admission.max_host_bytes = host_mib << 20;
   options.grpc_memory_bytes = grpc_mib << 20;
   options.max_streams_per_connection = absl::GetFlag(FLAGS_max_streams_per_connection);
+  options.max_connection_idle_s = absl::GetFlag(FLAGS_max_connection_idle_s);
+  options.max_connection_age_s = absl::GetFlag(FLAGS_max_connection_age_s);
+  options.max_connection_age_grace_s = absl::GetFlag(FLAGS_max_connection_age_grace_s);
+  options.keepalive_min_ping_s = absl::GetFlag(FLAGS_keepalive_min_ping_s);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);

@@ -58,6 +58,7 @@ inline constexpr const char* kRefusalReasons[] = {"unauthenticated",
                                                   "device_memory",
                                                   "queue_full",
                                                   "participant_queued",
+                                                  "participant_queue_share",
                                                   "participant_inflight",
                                                   "participant_jobs",
                                                   "participant_device_time"};

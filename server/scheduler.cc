@@ -20,26 +20,54 @@ DeviceWorkers::DeviceWorkers(int index, std::vector<std::unique_ptr<DeviceContex
 
 DeviceWorkers::~DeviceWorkers() { Stop(); }
 
-absl::Status DeviceWorkers::Submit(Task task, bool continuation) {
+int DeviceWorkers::ActiveClients() const {
+  int n = static_cast<int>(per_client_.size());
+  for (const auto& [client, count] : running_) n += per_client_.count(client) == 0 ? 1 : 0;
+  return n;
+}
+
+absl::Status DeviceWorkers::Submit(Task task, bool continuation, const char** reason) {
+  const auto refuse = [reason](const char* why, absl::Status status) {
+    if (reason != nullptr) *reason = why;
+    return status;
+  };
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_ || (closed_ && !continuation)) {
-    return absl::UnavailableError("server is shutting down; retry on another replica");
+    return refuse("queue_full",
+                  absl::UnavailableError("server is shutting down; retry on another replica"));
   }
-  if (!continuation && waiting_ >= depth_) {
-    return absl::UnavailableError(
-        absl::StrFormat("queue full: %d of %d requests waiting on device %d (%s); retry later",
-                        waiting_, depth_, index_, info().name));
-  }
-  auto& queue = per_client_[task.client];
-  if (!continuation && static_cast<int>(queue.size()) >= task.max_queued) {
-    const std::string who = task.client;
-    if (queue.empty()) per_client_.erase(who);
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "%s already has %d tasks waiting on device %d; the limit (--participant_max_queued, or "
-        "max_queued in the tokens file) is %d: wait for them to finish",
-        who, queue.size(), index_, task.max_queued));
+  const auto it = per_client_.find(task.client);
+  const int mine = it == per_client_.end() ? 0 : static_cast<int>(it->second.size());
+  if (!continuation) {
+    if (mine >= task.max_queued) {
+      return refuse("participant_queued",
+                    absl::ResourceExhaustedError(absl::StrFormat(
+                        "%s already has %d tasks waiting on device %d; the limit "
+                        "(--participant_max_queued, or max_queued in the tokens file) is %d: "
+                        "wait for them to finish",
+                        task.client, mine, index_, task.max_queued)));
+    }
+    const bool known = it != per_client_.end() || running_.count(task.client) > 0;
+    const int active = ActiveClients() + (known ? 0 : 1);
+    const int share = std::max(1, depth_ / (active + 1));
+    if (active > 1 && mine >= share) {
+      return refuse(
+          "participant_queue_share",
+          absl::ResourceExhaustedError(absl::StrFormat(
+              "%s already has %d tasks waiting on device %d, its share of the queue "
+              "while %d other%s use it (--queue_depth %d / %d, a place kept for the "
+              "next); wait for them to finish",
+              task.client, mine, index_, active - 1, active == 2 ? "" : "s", depth_, active + 1)));
+    }
+    if (waiting_ >= depth_ && mine > 0) {
+      return refuse("queue_full", absl::UnavailableError(absl::StrFormat(
+                                      "queue full: %d of %d requests waiting on device %d (%s); "
+                                      "retry later",
+                                      waiting_, depth_, index_, info().name)));
+    }
   }
   task.queued = Clock::now();
+  auto& queue = per_client_[task.client];
   if (queue.empty()) turn_.push_back(task.client);
   queue.push_back(std::move(task));
   ++waiting_;
@@ -118,6 +146,23 @@ void DeviceWorkers::WorkerLoop(DeviceContext& context) {
     }
     cv_.notify_all();  // a worker may have been waiting for this client's running count
   }
+}
+
+absl::StatusOr<DeviceWorkers*> PickDevice(const std::vector<DeviceWorkers*>& devices, int index) {
+  if (index >= 0) {
+    for (DeviceWorkers* d : devices) {
+      if (d->index() == index) return d;
+    }
+    return absl::InvalidArgumentError(
+        absl::StrFormat("device: this server has devices 0..%d, got %d",
+                        static_cast<int>(devices.size()) - 1, index));
+  }
+  if (index < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("device: must be a device index or -1 (least busy), got %d", index));
+  }
+  return *std::min_element(devices.begin(), devices.end(),
+                           [](auto* a, auto* b) { return a->waiting() < b->waiting(); });
 }
 
 }  // namespace attn::server

@@ -6,6 +6,9 @@
 // participant's 200-case sweep (one task per case, re-queued after each) cannot starve another
 // participant's single Attend. A participant has at most `max_running` tasks on the workers at
 // once and `max_queued` waiting, so with two workers or more one participant cannot hold them all.
+// The queue is shared fairly too: while others use the device, a participant's waiting tasks are
+// at most depth / (n + 1), n the participants with tasks here (itself included), and a
+// participant with nothing waiting is never refused for a full queue.
 #pragma once
 
 #include <chrono>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "attn/device.h"
 #include "server/throughput.h"
 
@@ -47,11 +51,14 @@ class DeviceWorkers {
   DeviceWorkers(const DeviceWorkers&) = delete;
   DeviceWorkers& operator=(const DeviceWorkers&) = delete;
 
-  // Queues `task`. A new request is refused with UNAVAILABLE when `depth` tasks already wait or
-  // the pool is closed, and with RESOURCE_EXHAUSTED when its participant already has
-  // task.max_queued waiting here; a continuation (the next case of an accepted job) is always
-  // taken and counts against its participant, so accepted work is never dropped.
-  absl::Status Submit(Task task, bool continuation = false);
+  // Queues `task`. A new request is refused with UNAVAILABLE when the pool is closed or `depth`
+  // tasks already wait (unless its participant has none waiting), and with RESOURCE_EXHAUSTED
+  // when its participant already has task.max_queued waiting here, or its share of the queue
+  // while others use the device; a continuation (the next case of an accepted job) is always
+  // taken and counts against its participant, so accepted work is never dropped. On refusal
+  // `reason`, when given, is set to its attn_refusals_total label (queue_full,
+  // participant_queued, participant_queue_share).
+  absl::Status Submit(Task task, bool continuation = false, const char** reason = nullptr);
 
   // New requests are refused from now on (continuations still run).
   void Close();
@@ -81,9 +88,15 @@ class DeviceWorkers {
   std::map<std::string, std::deque<Task>> per_client_;
   std::deque<std::string> turn_;        // clients with waiting tasks, in serving order
   std::map<std::string, int> running_;  // tasks on the workers now, per client
+  // Clients with tasks waiting or running here.
+  int ActiveClients() const;
   int waiting_ = 0;
   bool closed_ = false;
   bool stopping_ = false;
 };
+
+// The device with the fewest waiting tasks, or the one named (index >= 0); InvalidArgument for
+// an index this server does not have.
+absl::StatusOr<DeviceWorkers*> PickDevice(const std::vector<DeviceWorkers*>& devices, int index);
 
 }  // namespace attn::server

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,6 +22,7 @@
 #include "attn/bench.h"
 #include "attn/registry.h"
 #include "server/log.h"
+#include "server/token_gate.h"
 
 #ifndef ATTN_VERSION
 #define ATTN_VERSION "0.1.0"
@@ -117,6 +119,15 @@ void Prewarm(DeviceContext& context, const std::string& suite) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())}});
 }
 
+// Whether a host:port address listens on loopback only ("127.0.0.1:0", "[::1]:50051",
+// "localhost:50051").
+bool IsLoopback(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
 }  // namespace
 
 absl::Status ValidateServerOptions(const ServerOptions& o) {
@@ -151,10 +162,13 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
         absl::StrFormat("--max_job_seconds: must be in [--max_call_seconds (%g), 604800], got %g",
                         o.admission.max_call_seconds, o.admission.max_job_seconds));
   }
-  if (o.admission.max_host_bytes < o.limits.max_request_bytes) {
+  // One participant's share is at most half the budget; it must hold a largest request and its
+  // reply.
+  if (o.admission.max_host_bytes < 4 * o.limits.max_request_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--max_host_mib: must hold at least one request of --max_request_mib (%d MiB), got %d MiB",
-        o.limits.max_request_bytes >> 20, o.admission.max_host_bytes >> 20));
+        "--max_host_mib: must be at least 4 x --max_request_mib (%d MiB): a participant's share, "
+        "at most half of it, holds a largest request and its reply; got %d MiB",
+        4 * o.limits.max_request_bytes >> 20, o.admission.max_host_bytes >> 20));
   }
   // gRPC needs room for a whole message of the largest size while it is received and parsed.
   if (o.grpc_memory_bytes < 2 * o.limits.max_request_bytes + (int64_t{16} << 20)) {
@@ -178,6 +192,21 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
     return absl::InvalidArgumentError(
         "--participant_*: max_inflight, max_queued and max_jobs must be >= 1, max_running >= 0, "
         "device_seconds, max_job_seconds and window_s > 0");
+  }
+  for (const auto& [flag, value] : {std::pair{"--max_connection_idle_s", o.max_connection_idle_s},
+                                    {"--max_connection_age_s", o.max_connection_age_s},
+                                    {"--max_connection_age_grace_s", o.max_connection_age_grace_s},
+                                    {"--keepalive_min_ping_s", o.keepalive_min_ping_s}}) {
+    if (!(value >= 1 && value <= 7 * 86400)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: must be in [1, 604800] seconds, got %g", flag, value));
+    }
+  }
+  if (!o.tokens_file.empty() && o.tls_cert_file.empty() && !IsLoopback(o.listen_address)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--tokens_file: bearer tokens would cross the network in plaintext on '%s'; give "
+        "--tls_cert_file and --tls_key_file, or listen on loopback (127.0.0.1) only",
+        o.listen_address));
   }
   if (o.max_streams_per_connection < 1 || o.max_streams_per_connection > 10000) {
     return absl::InvalidArgumentError(
@@ -208,17 +237,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     if (!tokens.ok()) return tokens.status();
     server->tokens_ = *std::move(tokens);
     config.tokens = server->tokens_.get();
-    if (options.tls_cert_file.empty()) {
-      Log(spdlog::level::warn,
-          "tokens without TLS: bearer tokens cross the network in plaintext; give "
-          "--tls_cert_file and --tls_key_file outside a trusted network");
-    }
+  } else if (!IsLoopback(options.listen_address)) {
+    Log(spdlog::level::warn,
+        "no --tokens_file: anyone who reaches this address may call, and quotas are kept per "
+        "network address; give each participant a token outside a trusted network",
+        {{"listen", options.listen_address}});
   }
+  // With tokens the credentials carry the gate (token_gate.h), which needs a security handshake:
+  // TLS, or on loopback gRPC's local credentials (plaintext, for loopback peers only).
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!options.tls_cert_file.empty()) {
     auto tls = TlsCredentials(options);
     if (!tls.ok()) return tls.status();
     credentials = *tls;
+  } else if (server->tokens_ != nullptr) {
+    credentials = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
   }
   config.default_deadline_s = options.default_deadline_s;
   config.version = ATTN_VERSION;
@@ -289,12 +322,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       devices, config.version,
       runtime == 0 ? "none" : absl::StrFormat("%d.%d", runtime / 1000, runtime % 1000 / 10),
       CudnnVersion().empty() ? "none" : CudnnVersion());
+  if (server->tokens_ != nullptr) server->metrics_->ObserveTokensFile(server->tokens_.get());
   if (!options.metrics_address.empty()) {
     auto port = server->metrics_->Expose(options.metrics_address);
     if (!port.ok()) return port.status();
     server->metrics_port_ = *port;
   }
   const bool serving = config.not_serving_reason.empty();
+  if (server->tokens_ != nullptr) {
+    server->token_gate_ = std::make_shared<TokenGate>(*server->tokens_, *server->metrics_);
+    credentials->SetAuthMetadataProcessor(server->token_gate_);
+  }
   server->service_ =
       std::make_unique<AttentionService>(std::move(config), devices, *server->metrics_);
   server->inference_ = std::make_unique<InferenceService>(*server->service_);
@@ -326,6 +364,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   quota.Resize(static_cast<size_t>(options.grpc_memory_bytes));
   builder.SetResourceQuota(quota);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
+  const auto ms = [](double seconds) { return static_cast<int>(seconds * 1e3); };
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(options.max_connection_idle_s));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ms(options.max_connection_age_s));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                             ms(options.max_connection_age_grace_s));
+  // Pings: the server's own keepalive finds dead peers; a client pinging more often than the
+  // minimum (twice over) is sent away.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(options.keepalive_min_ping_s) * 3);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(options.keepalive_min_ping_s));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ms(options.keepalive_min_ping_s));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(
@@ -351,7 +401,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
        {"tls", options.tls_cert_file.empty()        ? "off"
                : options.tls_client_ca_file.empty() ? "on"
                                                     : "on, client certificates required"},
-       {"tokens", options.tokens_file.empty() ? "off" : options.tokens_file},
+       {"tokens", options.tokens_file.empty() ? "off"
+                  : options.tls_cert_file.empty()
+                      ? absl::StrCat(options.tokens_file, " (loopback only, plaintext)")
+                      : options.tokens_file},
        {"health", options.health_address.empty()
                       ? "on the gRPC port"
                       : absl::StrFormat("%s (port %d, plaintext)", options.health_address,

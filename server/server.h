@@ -15,8 +15,9 @@
 #include "server/service.h"
 
 namespace grpc {
+class AuthMetadataProcessor;
 class Server;
-}
+}  // namespace grpc
 
 namespace attn::server {
 
@@ -35,9 +36,20 @@ struct ServerOptions {
   // reaches the service, and the process's memory stays bounded.
   int64_t grpc_memory_bytes = int64_t{1} << 30;
   int max_streams_per_connection = 32;
-  // Identity (issue 20). tokens_file: participants and their token hashes (auth.h); empty: no
-  // tokens, every caller keyed by client_id or address. TLS: the server's certificate chain and
-  // key (PEM files); with tls_client_ca_file, clients must present a certificate it signed.
+  // Connections: closed after this long without a call in flight; told to go after this age and
+  // closed this long after (calls in flight finish meanwhile: a benchmark job may take
+  // --max_job_seconds), so a half-sent body cannot hold gRPC's memory for ever. Clients may ping
+  // a connection without calls at most every keepalive_min_ping_s (more often: the connection
+  // is closed).
+  double max_connection_idle_s = 300;
+  double max_connection_age_s = 3600;
+  double max_connection_age_grace_s = 900;
+  double keepalive_min_ping_s = 20;
+  // Identity. tokens_file: participants and their token hashes (auth.h), checked on each call's
+  // metadata before its body is read (token_gate.h); it needs TLS unless the server listens on
+  // loopback only; empty: no tokens, every caller keyed by its network address. TLS: the
+  // server's certificate chain and key (PEM files); with tls_client_ca_file, clients must
+  // present a certificate it signed.
   std::string tokens_file;
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
   // A suite run once per GPU worker at start-up (Prewarm), so the plans a cohort's first job
@@ -101,6 +113,7 @@ class Server {
   std::unique_ptr<AttentionService> service_;
   std::unique_ptr<InferenceService> inference_;  // the Open Inference Protocol facade on service_
   std::unique_ptr<TokenRegistry> tokens_;
+  std::shared_ptr<grpc::AuthMetadataProcessor> token_gate_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<grpc::Server> health_grpc_;  // --health_address
   int port_ = 0;

@@ -1,11 +1,13 @@
 #include "server/validation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "attn/registry.h"
 #include "proto/convert.h"
+#include "server/text.h"
 
 namespace attn::server {
 namespace v1 = attention::v1;
@@ -28,6 +30,25 @@ absl::Status CheckBytes(const std::string& bytes, int64_t elements, DType dtype,
 }
 
 }  // namespace
+
+absl::Status ValidateClientId(absl::string_view id, const std::string& field) {
+  if (id.empty() || IsName(id, kMaxClientIdBytes)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: at most %d of A-Z a-z 0-9 . _ - (a label for your calls in the server's logs), got %s",
+      field, kMaxClientIdBytes, Quoted(id)));
+}
+
+absl::Status ValidateText(absl::string_view text, const std::string& field) {
+  if (text.size() > kMaxTextBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: at most %d bytes of text, got %s", field,
+                                                      kMaxTextBytes, Quoted(text)));
+  }
+  if (!IsPrintableUtf8(text)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: must be UTF-8 text without control characters, got %s", field, Quoted(text)));
+  }
+  return absl::OkStatus();
+}
 
 v1::BenchmarkCase CaseToProto(const BenchCase& c) {
   v1::BenchmarkCase out;
@@ -124,7 +145,7 @@ absl::Status ValidateBackendName(const std::string& name, const std::string& fie
   std::string known = std::string(kAutoBackend);
   for (const auto& b : registry.backends()) absl::StrAppend(&known, ", ", b->name());
   return absl::InvalidArgumentError(
-      absl::StrFormat("%s: unknown backend '%s'; this server has %s", field, name, known));
+      absl::StrFormat("%s: unknown backend %s; this server has %s", field, Quoted(name), known));
 }
 
 absl::StatusOr<AttentionProblem> ValidateAttend(const v1::AttendRequest& request,
@@ -203,8 +224,8 @@ absl::StatusOr<BenchOptions> BenchOptionsFromProto(const v1::BenchmarkOptions& o
     out.fp8_recipe.amax_compute_algo = AmaxComputeAlgo::kMostRecent;
   } else if (!r.amax_compute_algo().empty() && r.amax_compute_algo() != "max") {
     return absl::InvalidArgumentError(
-        absl::StrCat("options.fp8_recipe.amax_compute_algo: must be max or most_recent, got '",
-                     r.amax_compute_algo(), "'"));
+        absl::StrCat("options.fp8_recipe.amax_compute_algo: must be max or most_recent, got ",
+                     Quoted(r.amax_compute_algo())));
   }
   if (auto s = ValidateBenchOptions(out); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("options.", s.message()));
@@ -217,6 +238,7 @@ absl::StatusOr<JobCases> BenchCasesFromRequest(const v1::RunBenchmarkRequest& re
                                                const RequestLimits& limits) {
   std::vector<BenchCase> cases;
   if (request.job_case() == v1::RunBenchmarkRequest::kSuite) {
+    if (auto s = ValidateText(request.suite(), "suite"); !s.ok()) return s;
     auto suite = ExpandSuite(request.suite(), device);
     if (!suite.ok()) return suite.status();
     cases = *std::move(suite);
@@ -231,6 +253,7 @@ absl::StatusOr<JobCases> BenchCasesFromRequest(const v1::RunBenchmarkRequest& re
     for (int i = 0; i < list.size(); ++i) {
       const v1::BenchmarkCase& c = list[i];
       const std::string field = absl::StrFormat("cases[%d]", i);
+      if (auto s = ValidateText(c.section(), field + ".section"); !s.ok()) return s;
       auto p = ProblemFromProto(c.shape(), c.dtype(), c.causal(), 0, field);
       if (!p.ok()) return p.status();
       if (auto s = SetKvLens(c.kv_lens(), field, *p); !s.ok()) return s;

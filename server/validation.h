@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "attention/v1/attention.pb.h"
 #include "attn/bench.h"
 #include "attn/problem.h"
@@ -20,6 +21,15 @@ struct RequestLimits {
   int max_repeats = 10000;
   double max_case_budget_s = 60;
 };
+
+// Text a client controls. client_id: at most kMaxClientIdBytes of A-Z a-z 0-9 . _ - (empty:
+// none), the label inside a participant in logs. Free text (a case's section): at most
+// kMaxTextBytes of valid UTF-8 without control characters. InvalidArgument naming `field` and
+// the rule; the message quotes at most the text's start (text.h's Quoted).
+inline constexpr size_t kMaxClientIdBytes = 64;
+inline constexpr size_t kMaxTextBytes = 128;
+absl::Status ValidateClientId(absl::string_view client_id, const std::string& field);
+absl::Status ValidateText(absl::string_view text, const std::string& field);
 
 // The problem of an Attend request or benchmark case. `field` prefixes messages ("cases[3]").
 absl::StatusOr<AttentionProblem> ProblemFromProto(const attention::v1::Shape& shape,

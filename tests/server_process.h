@@ -6,8 +6,11 @@
 // another's server log and talk to a server that is about to be killed.
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +49,27 @@ inline const std::string& ScratchDir() {
   return dir;
 }
 
+// GET `path` over HTTP/1.0 from 127.0.0.1:`port`: the whole response, headers included; empty
+// when nothing listens.
+inline std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
+  send(fd, req.data(), req.size(), 0);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
 class ServerProcess {
  public:
   // attn-server --devices=cpu on 127.0.0.1:0 with `extra_flags` appended; `name` tells the logs
@@ -72,6 +96,8 @@ class ServerProcess {
       std::smatch m;
       const std::string text = ReadTextFile(log_);
       if (std::regex_search(text, m, serving)) port_ = std::stoi(m[1]);
+      // A server that refused to start: stop waiting (exit_status() says how it ended).
+      if (port_ == 0 && waitpid(pid_, &exit_status_, WNOHANG) == pid_) pid_ = -1;
     }
   }
   ~ServerProcess() {
@@ -83,8 +109,11 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
-  // 0 when no SERVING line appeared within 10 s; log() then says why.
+  // 0 when no SERVING line appeared within 10 s, or the process exited first; log() then says
+  // why.
   int port() const { return port_; }
+  // The waitpid status of a server that exited before serving; -1 otherwise.
+  int exit_status() const { return exit_status_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::string& log() const { return log_; }
 
@@ -103,6 +132,7 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int exit_status_ = -1;
   std::string log_;
 };
 

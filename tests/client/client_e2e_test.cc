@@ -559,8 +559,8 @@ TEST(ClientIdentity, EachMistakeGetsAOneLineErrorSayingWhatToFix) {
   const std::string tls = target + " --tls_ca_file=" + dir + "/ca.crt";
   ClientRun no_token = Client(tls + " info");
   EXPECT_EQ(no_token.rc, 1);
+  // Refused at the server's gate before its body was read: no request line, so no request id.
   EXPECT_NE(no_token.err.find("UNAUTHENTICATED: no token"), std::string::npos) << no_token.err;
-  EXPECT_NE(no_token.err.find(", request "), std::string::npos) << no_token.err;
   EXPECT_TRUE(one_line(no_token)) << no_token.err;
 
   setenv("ATTN_TOKEN", "alice-secret", 1);

@@ -47,8 +47,13 @@ v1::AttendRequest Generated(const v1::Shape& shape) {
   return r;
 }
 
-// A call of several seconds on the cpu backend (69 GFLOP), well under the caps these tests set.
-v1::AttendRequest LongCall() { return Generated(MakeShape(1, 16384, 1, 64)); }
+// A call of several seconds on the float64 reference backend (69 GFLOP), which checks its stop
+// token as it goes, well under the caps these tests set.
+v1::AttendRequest LongCall() {
+  v1::AttendRequest r = Generated(MakeShape(1, 16384, 1, 64));
+  r.set_backend("reference");
+  return r;
+}
 v1::AttendRequest SmallCall() { return Generated(MakeShape(1, 16, 2, 16)); }
 
 // The value of `series` in a scrape, or -1.
@@ -134,14 +139,18 @@ TEST(AdmissionCost, KvLensNeverLowerTheEstimate) {
   p.kv_len = 4096;
   auto ragged = p;
   ragged.kv_lens = {1, 2, 3, 4};
-  const Cost dense = CallCost(p, cpu, rates), short_lens = CallCost(ragged, cpu, rates);
+  const Cost dense = CallCost(PlanCall(cpu, p), rates);
+  const Cost short_lens = CallCost(PlanCall(cpu, ragged), rates);
   EXPECT_EQ(short_lens.seconds, dense.seconds);
   EXPECT_EQ(short_lens.flops, dense.flops);
   EXPECT_EQ(short_lens.bytes, dense.bytes);
   BenchOptions options;
   options.check_numerics = true;
-  EXPECT_EQ(CaseCost(ragged, cpu, options, rates).seconds,
-            CaseCost(p, cpu, options, rates).seconds);
+  auto ragged_plan = PlanCase({"", ragged, "cpu"}, options, CpuDeviceInfo());
+  auto dense_plan = PlanCase({"", p, "cpu"}, options, CpuDeviceInfo());
+  ASSERT_TRUE(ragged_plan.ok()) << ragged_plan.status();
+  ASSERT_TRUE(dense_plan.ok()) << dense_plan.status();
+  EXPECT_EQ(CaseCost(*ragged_plan, rates).seconds, CaseCost(*dense_plan, rates).seconds);
 }
 
 TEST_F(AdmissionTest, AnAttendOverTheCallCapIsRefusedBeforeItQueues) {
@@ -172,7 +181,7 @@ TEST_F(AdmissionTest, AJobOverTheJobCapIsRefusedBeforeItsFirstCase) {
     auto* c = job.mutable_cases()->add_cases();
     *c->mutable_shape() = MakeShape(2, 256, 8, 64);
     c->set_dtype(v1::FLOAT32);
-    c->set_backend("cpu");
+    c->set_backend("reference");
   }
   job.mutable_options()->set_repeats(10000);  // each case runs to its 2 s budget: ~150 s in all
   grpc::ClientContext ctx;
@@ -246,7 +255,7 @@ TEST_F(AdmissionTest, ABenchmarkCaseStopsMidCallAtTheJobsDeadline) {
   *c = v1::BenchmarkCase();
   *c->mutable_shape() = MakeShape(1, 16384, 1, 64);
   c->set_dtype(v1::FLOAT32);
-  c->set_backend("cpu");
+  c->set_backend("reference");
   job.mutable_options()->set_warmup(0);
   job.mutable_options()->set_repeats(1);
   grpc::ClientContext ctx;

@@ -172,6 +172,7 @@ TEST_F(IdentityTest, AParticipantOverItsInflightLimitIsRefusedNamingIt) {
   long_ctx.AddMetadata("authorization", "Bearer alice-secret");
   v1::AttendRequest long_call = Small();
   *long_call.mutable_shape() = MakeShape(1, 8192, 1, 64);
+  long_call.set_backend("reference");
   v1::AttendResponse long_resp;
   std::atomic<bool> done{false};
   stub_->async()->Attend(&long_ctx, &long_call, &long_resp, [&](grpc::Status) { done = true; });

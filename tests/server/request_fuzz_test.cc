@@ -172,9 +172,11 @@ void CheckAttend(const v1::AttendRequest& r, const Throughputs& rates) {
   auto b = BackendRegistry::Default().Resolve(r.backend().empty() ? "auto" : r.backend(), *p,
                                               CpuDeviceInfo());
   if (!b.ok()) return;
-  const Cost cost = CallCost(*p, **b, rates);
+  const CallPlan plan = PlanCall(**b, *p, PieceFlops(**b, p->dtype, rates));
+  const Cost cost = CallCost(plan, rates);
   ASSERT_TRUE(std::isfinite(cost.seconds) && cost.seconds >= 0) << p->ToString();
-  (void)AdmitCall("Attend", *p, **b, cost, rates, AdmissionLimits());
+  ASSERT_GE(plan.tensor_bytes, 0);
+  (void)AdmitCall("Attend", plan, cost, rates, AdmissionLimits());
 }
 
 void CheckBenchmark(const v1::RunBenchmarkRequest& r, const Throughputs& rates) {
@@ -191,9 +193,9 @@ void CheckBenchmark(const v1::RunBenchmarkRequest& r, const Throughputs& rates) 
   for (int index : cases->indices) ASSERT_TRUE(index >= 0 && index < cases->job_total);
   for (const BenchCase& c : cases->cases) {
     ASSERT_TRUE(ValidateProblem(c.problem).ok());
-    auto b = BackendRegistry::Default().Resolve(c.backend, c.problem, CpuDeviceInfo());
-    if (!b.ok()) continue;
-    const Cost cost = CaseCost(c.problem, **b, *options, rates);
+    auto plan = PlanCase(c, *options, CpuDeviceInfo());
+    if (!plan.ok()) continue;
+    const Cost cost = CaseCost(*plan, rates);
     ASSERT_TRUE(std::isfinite(cost.seconds) && cost.seconds >= 0) << c.problem.ToString();
     ASSERT_GE(cost.host_bytes, 0);
   }

@@ -19,9 +19,9 @@
 #include "attention/v1/attention.grpc.pb.h"
 #include "attn/inputs.h"
 #include "attn/registry.h"
-#include "bench/normal_fill.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
+#include "inputs/normal.h"
 #include "proto/convert.h"
 #include "server/server_helpers.h"
 #include "server_process.h"
@@ -74,32 +74,13 @@ int HealthStatus(int port, const std::string& service) {
 constexpr int kServing = 1;
 constexpr int kNotServing = 2;
 
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
-  send(fd, req.data(), req.size(), 0);
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
-}
-
-// A cpu case that takes a while (about 20-60 ms per call on two cores).
+// A case that takes a while (about 20-60 ms per call of the float64 reference on two cores).
 v1::BenchmarkCase SlowCase() {
   v1::BenchmarkCase c;
   c.set_section("slow");
   *c.mutable_shape() = MakeShape(2, 256, 8, 64);
   c.set_dtype(v1::FLOAT32);
-  c.set_backend("cpu");
+  c.set_backend("reference");
   return c;
 }
 
@@ -323,7 +304,7 @@ TEST_F(ServerTest, RunBenchmarkStreamsProgressResultsAndASummary) {
   EXPECT_EQ(r0.stats().count(), 3);
   EXPECT_GT(r0.stats().median_ms(), 0);
   EXPECT_GE(r0.max_abs_error(), 0);
-  EXPECT_EQ(r0.numerics(), "vs cpu float64 reference");
+  EXPECT_EQ(r0.numerics(), "vs float64 reference on the host");
   EXPECT_FALSE(r0.has_fp8());  // the FP8 report is for cudnn_fp8 cases only
   const v1::CaseResult& r1 = events[4].result();
   EXPECT_EQ(r1.status(), grpc::FAILED_PRECONDITION);
@@ -607,7 +588,7 @@ TEST_F(ServerTest, ClientCancelStopsABenchmarkWithinOneCase) {
     const std::string m = server_->metrics().Render();
     std::smatch match;
     static const std::regex re(
-        "attn_benchmark_cases_total\\{backend=\"cpu\",status=\"OK\"\\} ([0-9]+)");
+        "attn_benchmark_cases_total\\{backend=\"reference\",status=\"OK\"\\} ([0-9]+)");
     return std::regex_search(m, match, re) ? std::stoi(match[1]) : 0;
   };
   for (int i = 0; i < 100 && server_->metrics().inflight.load() > 0; ++i) {
@@ -661,11 +642,12 @@ TEST_F(ServerTest, BenchmarkCaseCountersStartAtZeroForEveryBackendAndStatus) {
   }
   ASSERT_TRUE(reader->Finish().ok());
   const std::string after = server_->metrics().Render();
-  EXPECT_NE(after.find("attn_benchmark_cases_total{backend=\"cpu\",status=\"OK\"} 1\n"),
+  EXPECT_NE(after.find("attn_benchmark_cases_total{backend=\"reference\",status=\"OK\"} 1\n"),
             std::string::npos)
       << after;
-  EXPECT_NE(after.find("attn_benchmark_cases_total{backend=\"cpu\",status=\"CANCELLED\"} 0\n"),
-            std::string::npos);
+  EXPECT_NE(
+      after.find("attn_benchmark_cases_total{backend=\"reference\",status=\"CANCELLED\"} 0\n"),
+      std::string::npos);
 }
 
 TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
@@ -679,7 +661,7 @@ TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
   grpc::ClientContext actx;
   v1::AttendResponse resp;
   ASSERT_TRUE(stub_->Attend(&actx, req, &resp).ok());
-  const std::string http = HttpGet(server_->metrics_port(), "/metrics");
+  const std::string http = ::attn::testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_NE(http.find(" 200 OK\r\n"), std::string::npos) << http.substr(0, 200);
   for (const char* name :
        {"attn_request_duration_seconds_bucket{code=\"OK\",rpc=\"Attend\"", "attn_requests_total",
@@ -689,7 +671,7 @@ TEST_F(ServerTest, MetricsAreServedOverHttpAndPassPromtool) {
         "attn_inflight_requests", "attn_serving 1", "attn_build_info", "attn_device_info"}) {
     EXPECT_NE(http.find(name), std::string::npos) << name;
   }
-  EXPECT_NE(HttpGet(server_->metrics_port(), "/").find("404"), std::string::npos);
+  EXPECT_NE(::attn::testing::HttpGet(server_->metrics_port(), "/").find("404"), std::string::npos);
   if (system("command -v promtool > /dev/null 2>&1") != 0) {
     GTEST_SKIP()
         << "promtool not installed (Debian package prometheus; scripts/deps.sh installs it)";

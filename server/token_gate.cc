@@ -1,0 +1,60 @@
+#include "server/token_gate.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+#include "server/text.h"
+
+namespace attn::server {
+namespace {
+
+// attn_requests_total's rpc label of a refused call: the method's name when it is one this
+// server serves, else "unknown" (labels stay bounded whatever paths callers send).
+std::string RpcLabel(absl::string_view path) {
+  static constexpr absl::string_view kServices[] = {
+      "/attention.v1.AttentionService/", "/inference.GRPCInferenceService/",
+      "/grpc.reflection.v1alpha.ServerReflection/"};
+  static constexpr absl::string_view kMethods[] = {
+      "GetServerInfo", "Attend",         "RunBenchmark",  "ServerLive",
+      "ServerReady",   "ModelReady",     "ServerMetadata", "ModelMetadata",
+      "ModelConfig",   "ModelInfer",     "ServerReflectionInfo"};
+  for (absl::string_view service : kServices) {
+    if (!absl::StartsWith(path, service)) continue;
+    const absl::string_view method = path.substr(service.size());
+    for (absl::string_view known : kMethods) {
+      if (method == known) return std::string(known);
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+grpc::Status TokenGate::Process(const InputMetadata& metadata, grpc::AuthContext*,
+                                OutputMetadata*, OutputMetadata*) {
+  const auto view = [](const grpc::string_ref& s) { return absl::string_view(s.data(), s.size()); };
+  // Health answers everyone: Kubernetes' probes carry no token.
+  const auto path = metadata.find(":path");
+  if (path != metadata.end() && absl::StartsWith(view(path->second), "/grpc.health.v1.Health/")) {
+    return grpc::Status::OK;
+  }
+  const auto header = metadata.find("authorization");
+  auto participant =
+      tokens_.Authenticate(header == metadata.end() ? absl::string_view() : view(header->second));
+  if (participant.ok()) return grpc::Status::OK;
+  metrics_.Request(RpcLabel(path == metadata.end() ? "" : view(path->second)), "UNAUTHENTICATED",
+                   0);
+  metrics_.Refusal("unauthenticated");
+  int64_t suppressed = 0;
+  if (log_.Allow(&suppressed)) {
+    LogFields fields = {
+        {"rpc", path == metadata.end() ? "" : Quoted(view(path->second))},
+        {"code", "UNAUTHENTICATED"},
+        {"error", std::string(participant.status().message())}};
+    if (suppressed > 0) fields.emplace_back("refusals_not_logged", std::to_string(suppressed));
+    Log(spdlog::level::warn, "refused before the body", fields);
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      std::string(participant.status().message()));
+}
+
+}  // namespace attn::server
