@@ -56,7 +56,8 @@ ABSL_FLAG(double, case_budget_s, 2.0,
           "with --suite: stop timing a case after this much device time");
 ABSL_FLAG(bool, graph, false, "with --suite: time CUDA-graph replays instead of eager calls");
 ABSL_FLAG(bool, check_numerics, false,
-          "with --suite: compare outputs with the float64 cpu backend");
+          "with --suite: compare outputs with the float64 reference backend (naive float32 on "
+          "the GPU for problems beyond its limit)");
 ABSL_FLAG(int, rotate_inputs, 1,
           "with --suite: input sets cycled call by call (keeps small problems out of a warm L2)");
 ABSL_FLAG(std::string, format, "table", "with --suite: table, csv or json");

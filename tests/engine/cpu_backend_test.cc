@@ -4,7 +4,6 @@
 // shapes (T != S, H = 1 and 257, row and key tails, GQA/MQA, kv_lens, causal).
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "attn/attention.h"
 #include "attn/registry.h"
@@ -228,7 +227,8 @@ INSTANTIATE_TEST_SUITE_P(AwkwardShapes, ReferenceVersusTripleLoop,
                                                               Shape{1, 127, 127, 2, 2, 128, false},
                                                               Shape{1, 33, 20, 4, 4, 256, false})),
                          [](const auto& param_info) {
-                           return ShapeParamName(std::get<0>(param_info.param), std::get<1>(param_info.param));
+                           return ShapeParamName(std::get<0>(param_info.param),
+                                                 std::get<1>(param_info.param));
                          });
 
 // cpu against the reference backend on the same inputs, with and without kv_lens (batch element
@@ -250,14 +250,14 @@ TEST_P(CpuVersusReference, WithinCpuTolerance) {
   ASSERT_TRUE(got.ok()) << got.status();
   const Comparison c = Compare(*got, *want, ToleranceFor(dtype));
   EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
-  std::printf("ERRS %s | %s\n", p.ToString().c_str(), c.ToString().c_str());
   if (dtype == DType::kFloat32) return;
   const Tolerance f32 = ToleranceFor(DType::kFloat32);
   int64_t beyond = 0, first = -1;
   for (size_t i = 0; i < got->size(); ++i) {
     const double a = (*got)[i], b = (*want)[i];
-    const double bound = kCpuMaxUlpsFromReference * UlpOf(std::max(std::abs(a), std::abs(b)), dtype) +
-                         f32.atol + f32.rtol * std::abs(b);
+    const double bound =
+        kCpuMaxUlpsFromReference * UlpOf(std::max(std::abs(a), std::abs(b)), dtype) + f32.atol +
+        f32.rtol * std::abs(b);
     if (!(std::abs(a - b) <= bound) && beyond++ == 0) {
       first = static_cast<int64_t>(i);
     }
@@ -265,8 +265,7 @@ TEST_P(CpuVersusReference, WithinCpuTolerance) {
   EXPECT_EQ(beyond, 0) << p.ToString() << ": " << beyond << " of " << got->size()
                        << " elements more than " << kCpuMaxUlpsFromReference
                        << " ulp (+ the float32 bound) from the reference's; the first at " << first
-                       << ": "
-                       << (first >= 0 ? (*got)[first] : 0.0) << " vs "
+                       << ": " << (first >= 0 ? (*got)[first] : 0.0) << " vs "
                        << (first >= 0 ? (*want)[first] : 0.0);
 }
 

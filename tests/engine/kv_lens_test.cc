@@ -99,8 +99,8 @@ constexpr auto kF32 = DType::kFloat32, kBf16 = DType::kBFloat16, kF16 = DType::k
 const BackendDtype kBackends[] = {{"reference", kF32}, {"reference", kBf16}, {"reference", kF16},
                                   {"cpu", kF32},       {"cpu", kBf16},       {"cpu", kF16},
                                   {"naive", kF32},     {"naive", kBf16},     {"naive", kF16},
-                                  {"cudnn", kBf16}, {"cudnn", kF16},  {"fused", kF32},
-                                  {"fused", kBf16}, {"fused", kF16}};
+                                  {"cudnn", kBf16},    {"cudnn", kF16},      {"fused", kF32},
+                                  {"fused", kBf16},    {"fused", kF16}};
 // Decode (T = 1, the N32 K8 H128 too), T > 1 with T != S either way, T = S, GQA and
 // MQA, B = 1 (its one length is 1).
 const Shape kKvShapes[] = {

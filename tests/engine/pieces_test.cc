@@ -185,8 +185,7 @@ TEST(Stop, AHostCallEndsSoonAfterItsDeadline) {
     auto out = RunOnCpu(in, backend, options);
     const double ms = MsSince(start);
     EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << backend << out.status();
-    EXPECT_LT(ms, 200 + 1000) << backend << ": the call ran " << ms
-                              << " ms past a 200 ms deadline";
+    EXPECT_LT(ms, 200 + 1000) << backend << ": the call ran " << ms << " ms past a 200 ms deadline";
   }
   // The same token no longer lets anything run; a fresh call is still correct.
   const auto small = AttentionProblem::SelfAttention(1, 9, 2, 8, DType::kFloat32);

@@ -11,7 +11,8 @@ const AttentionProblem kProblem = AttentionProblem::SelfAttention(1, 16, 2, 32, 
 TEST(Registry, ListsEveryBackendOfTheProjectFastestFirst) {
   std::vector<std::string> names;
   for (const auto& b : BackendRegistry::Default().backends()) names.push_back(b->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"cudnn", "fused", "naive", "cpu", "reference", "cudnn_fp8"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"cudnn", "fused", "naive", "cpu", "reference", "cudnn_fp8"}));
 }
 
 // A backend this build left out, or one this device cannot run, is unsupported (with the
@@ -68,8 +69,9 @@ TEST(Registry, VerdictsGiveEveryBackendsReason) {
   gpu.cc_major = 9;
   for (const auto& v : BackendRegistry::Default().Verdicts(kProblem, gpu)) {
     if (v.backend->name() == "cpu" || v.backend->name() == "reference") {
-      EXPECT_EQ(v.support.message(),
-                v.backend->name() + ": runs on the host only; pick a GPU backend for a CUDA device");
+      EXPECT_EQ(
+          v.support.message(),
+          v.backend->name() + ": runs on the host only; pick a GPU backend for a CUDA device");
     } else if (v.backend->name() == "cudnn") {  // kProblem is float32
       EXPECT_EQ(v.support.message(),
                 "cudnn: cuDNN SDPA requires bfloat16 or float16 input; got float32");

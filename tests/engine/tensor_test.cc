@@ -157,7 +157,8 @@ TEST_F(TensorRules, RunAttentionRefusesBeforeTouchingAnything) {
 }
 
 TEST_F(TensorRules, RunAttentionReportsAWorkspaceThatDoesNotFit) {
-  auto ctx = DeviceContext::CreateCpu({1024});  // reference needs (320 + 2*192) doubles = 5632 bytes
+  auto ctx =
+      DeviceContext::CreateCpu({1024});  // reference needs (320 + 2*192) doubles = 5632 bytes
   ASSERT_TRUE(ctx.ok());
   const Backend* cpu = BackendRegistry::Default().Find("reference");
   const absl::Status s = RunAttention(*cpu, p_, Tensors(), **ctx);

@@ -39,12 +39,12 @@ struct FlashCall {
   int64_t batch, q_len, kv_len, num_heads, num_kv_heads, head_dim;
   bool causal;
   float scale;
-  int64_t group;            // query heads per K/V head
-  int64_t rows;             // query rows of one (b, K/V head): q_len * group
-  int64_t rows_per_block;   // of a task; a multiple of kFlashRowAlign
-  int64_t blocks;           // row blocks of one (b, K/V head)
-  int64_t keys_per_block;   // FlashKeysPerBlock(head_dim)
-  int64_t tasks;            // batch * num_kv_heads * blocks
+  int64_t group;           // query heads per K/V head
+  int64_t rows;            // query rows of one (b, K/V head): q_len * group
+  int64_t rows_per_block;  // of a task; a multiple of kFlashRowAlign
+  int64_t blocks;          // row blocks of one (b, K/V head)
+  int64_t keys_per_block;  // FlashKeysPerBlock(head_dim)
+  int64_t tasks;           // batch * num_kv_heads * blocks
   const StopToken* stop;
   std::atomic<bool> stopped{false};  // set by the first task that sees the stop
 

@@ -122,29 +122,31 @@ void Gemm(D d, int64_t M, int64_t vecs, int64_t depth, const float* a, int64_t a
   }
 }
 
+// dst[0, n) = the n 16-bit floats (hwy::bfloat16_t or hwy::float16_t) at `src`, widened exactly:
+// whole vectors through PromoteTo, the tail through `widen` (the dtype's scalar conversion).
+template <typename T16, class D>
+void PromoteRow(D d, const void* src, float* HWY_RESTRICT dst, int64_t n,
+                float (*widen)(uint16_t)) {
+  const hn::Rebind<T16, D> d16;
+  const auto* in = static_cast<const T16*>(src);
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(hn::PromoteTo(d, hn::LoadU(d16, in + i)), d, dst + i);
+  for (; i < n; ++i) dst[i] = widen(static_cast<const uint16_t*>(src)[i]);
+}
+
 // dst[0, n) = the n elements of `dtype` at `src`, widened to float32 (exactly).
 template <class D>
 void WidenRow(D d, DType dtype, const void* src, float* HWY_RESTRICT dst, int64_t n) {
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  int64_t i = 0;
   switch (dtype) {
     case DType::kFloat32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
-    case DType::kBFloat16: {
-      const hn::Rebind<hwy::bfloat16_t, D> d16;
-      const auto* in = static_cast<const hwy::bfloat16_t*>(src);
-      for (; i + lanes <= n; i += lanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(d16, in + i)), d, dst + i);
-      for (; i < n; ++i) dst[i] = BFloat16BitsToFloat(static_cast<const uint16_t*>(src)[i]);
-      return;
-    }
-    case DType::kFloat16: {
-      const hn::Rebind<hwy::float16_t, D> d16;
-      const auto* in = static_cast<const hwy::float16_t*>(src);
-      for (; i + lanes <= n; i += lanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(d16, in + i)), d, dst + i);
-      for (; i < n; ++i) dst[i] = Float16BitsToFloat(static_cast<const uint16_t*>(src)[i]);
-      return;
-    }
+    case DType::kBFloat16:
+      return PromoteRow<hwy::bfloat16_t>(d, src, dst, n, BFloat16BitsToFloat);
+    case DType::kFloat16:
+      return PromoteRow<hwy::float16_t>(d, src, dst, n, Float16BitsToFloat);
   }
 }
 
@@ -204,8 +206,8 @@ void FlashTaskImpl(FlashCall& call, int64_t task, float* HWY_RESTRICT scratch) {
       continue;
     }
     const int64_t row = r0 + i, tq = row / G, n = kh * G + row % G;
-    WidenRow(d, t.q.dtype, static_cast<const char*>(t.q.data) + t.q.Offset(b, tq, n) * q_size,
-             kbuf, H);
+    WidenRow(d, t.q.dtype, static_cast<const char*>(t.q.data) + t.q.Offset(b, tq, n) * q_size, kbuf,
+             H);
     for (int64_t h = 0; h < H; ++h) qt[h * rows_per_block + i] = kbuf[h] * call.scale;
   }
   std::fill(ot, ot + H * rows_per_block, 0.f);
@@ -270,23 +272,11 @@ void FlashTaskImpl(FlashCall& call, int64_t task, float* HWY_RESTRICT scratch) {
   }
 
   // out = O / l, rounded once; a row with no visible key (a length of 0) is zeros.
-  const int64_t out_size = DTypeSize(t.out.dtype);
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t row = r0 + i, tq = row / G, n = kh * G + row % G;
-    char* out = static_cast<char*>(t.out.data) + t.out.Offset(b, tq, n) * out_size;
+    const int64_t row = r0 + i, out0 = t.out.Offset(b, row / G, kh * G + row % G);
     for (int64_t h = 0; h < H; ++h) {
       const float o = sum[i] > 0.f ? ot[h * rows_per_block + i] / sum[i] : 0.f;
-      switch (t.out.dtype) {
-        case DType::kFloat32:
-          reinterpret_cast<float*>(out)[h] = o;
-          break;
-        case DType::kBFloat16:
-          reinterpret_cast<uint16_t*>(out)[h] = FloatToBFloat16Bits(o);
-          break;
-        case DType::kFloat16:
-          reinterpret_cast<uint16_t*>(out)[h] = FloatToFloat16Bits(o);
-          break;
-      }
+      StoreFromDouble(t.out.data, t.out.dtype, out0 + h, o);  // exact for a float
     }
   }
 }
@@ -324,8 +314,8 @@ FlashCall::FlashCall(const AttentionProblem& p, const AttentionTensors& t,
       scale(static_cast<float>(p.EffectiveScale())),
       group(p.GroupSize()),
       rows(p.q_len * p.GroupSize()),
-      rows_per_block(std::min(kFlashMaxRows,
-                              (rows + kFlashRowAlign - 1) / kFlashRowAlign * kFlashRowAlign)),
+      rows_per_block(
+          std::min(kFlashMaxRows, (rows + kFlashRowAlign - 1) / kFlashRowAlign * kFlashRowAlign)),
       blocks((rows + rows_per_block - 1) / rows_per_block),
       keys_per_block(FlashKeysPerBlock(p.head_dim)),
       tasks(p.batch * p.num_kv_heads * blocks),
