@@ -1,7 +1,7 @@
 // What a device sustains, measured at start-up: FLOP/s per backend and dtype, copy bandwidth,
 // and the rate of the host's float64 reference (the `reference` backend, what numerics checks
-// run). Admission turns a request's FLOPs and bytes into an
-// estimated device time with these, and sizes the pieces long calls run in.
+// run). Admission turns a request's FLOPs and bytes into an estimated device time with these,
+// and sizes the pieces long calls run in.
 #pragma once
 
 #include <map>
@@ -19,8 +19,8 @@ class Throughputs {
   // Times every backend that supports the calibration problem on `context` (after its warm-up)
   // in each dtype, a device-to-device copy, and on the host the reference backend (the numerics
   // check's) and, when `context` is the host, the cpu backend in each dtype. A few hundred ms at
-  // start-up. Calls too small to fill a GPU measure below its
-  // peak, so estimates err long (admission errs on the side of refusing).
+  // start-up. Calls too small to fill a GPU measure below its peak, so estimates err long
+  // (admission errs on the side of refusing).
   static Throughputs Measure(DeviceContext& context);
 
   // FLOP/s of `backend` on `dtype` (float16 as bfloat16); for a pair not measured, the slowest
