@@ -28,6 +28,8 @@ ABSL_FLAG(std::string, dtype, "bfloat16", "float32, bfloat16 or float16");
 ABSL_FLAG(std::string, backend, "auto", "backend name");
 ABSL_FLAG(int, clients, 1, "concurrent clients, one channel each");
 ABSL_FLAG(int, calls, 1000, "calls per client (after 20 warm-up calls)");
+ABSL_FLAG(int, interval_ms, 0,
+          "pause between a client's calls (a steady stream rather than back to back), ms");
 ABSL_FLAG(bool, upload, true, "send q, k, v bytes (else: generated on the server)");
 ABSL_FLAG(bool, omit_output, false, "ask for timings only (no output bytes back)");
 ABSL_FLAG(bool, tls, false, "speak TLS, trusting the system's root certificates");
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int clients = absl::GetFlag(FLAGS_clients), calls = absl::GetFlag(FLAGS_calls);
+  const int interval_ms = absl::GetFlag(FLAGS_interval_ms);
   std::vector<std::vector<double>> e2e(clients), device(clients), total(clients);
   std::vector<int> errors(clients, 0);
   std::vector<std::thread> threads;
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
         e2e[c].push_back(ms);
         device[c].push_back(resp.timings().device_seconds() * 1e3);
         total[c].push_back(resp.timings().total_seconds() * 1e3);
+        std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
       }
     });
   }

@@ -12,7 +12,7 @@
 # Every step has a time limit (server start 30 s, attn-load 45 s a level, perf_analyzer 60 s a
 # level), so the call ends within about 7 minutes whatever happens.
 #
-# .gpu: ../shared/gpu/bundle .gpu build/server/attn-server build/server/attn-load
+# .gpu: ../shared/gpu/bundle .gpu build/server/attn-server build/bench/attn-load
 # .whl-pa: bench/perf_analyzer_wheels.sh (perf_analyzer's wheel runs on that machine's glibc 2.39).
 set -uo pipefail
 out=${OUT:-/tmp/attn-gpu}

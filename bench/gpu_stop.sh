@@ -6,7 +6,7 @@
 #
 # Here:  ../shared/gpu/bundle .gpu build/tests/attn_engine_tests build/tests/attn_server_tests \
 #          build/server/attn-server build/client/attn-client build/engine/attn-bench \
-#          build/server/attn-load /tmp/base/attn-server-base
+#          build/bench/attn-load /tmp/base/attn-server-base
 # Device call: carry [".gpu"], command `bash bench/gpu_stop.sh`. The timings come first, the tests
 # last (ENGINE_TIMEOUT, default 300 s, bounds the engine tests to fit one 10-minute command).
 set -uo pipefail

@@ -104,6 +104,17 @@ void HostBudget::Reservation::Release() {
   bytes_ = 0;
 }
 
+void HostBudget::Reservation::Merge(Reservation&& other) {
+  if (other.budget_ == nullptr) return;
+  if (budget_ == nullptr) {
+    *this = std::move(other);
+    return;
+  }
+  bytes_ += other.bytes_;
+  other.budget_ = nullptr;
+  other.bytes_ = 0;
+}
+
 absl::StatusOr<HostBudget::Reservation> HostBudget::Reserve(const std::string& key, int64_t bytes,
                                                             const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);

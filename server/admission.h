@@ -91,6 +91,9 @@ class HostBudget {
     Reservation& operator=(Reservation&& other) noexcept;
     ~Reservation() { Release(); }
     void Release();
+    // Takes over `other`'s bytes (a later reservation of the same participant on the same
+    // budget), so one reservation holds a request's whole charge.
+    void Merge(Reservation&& other);
     int64_t bytes() const { return bytes_; }
 
    private:

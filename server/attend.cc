@@ -41,6 +41,12 @@ void Attends::Start(grpc::CallbackServerContext* context, std::shared_ptr<Call> 
   // The participant's quotas first: a flood over them is refused at the least cost.
   if (auto s = calls.BeginQuota(*call, /*job=*/false); !s.ok()) return finish(s);
   if (!converted.ok()) return finish(converted);
+  // The request as held first: one too large for the participant's share is refused before
+  // validation copies any of it.
+  auto held = calls.ReserveHost(*call, held_bytes,
+                                absl::StrFormat("%s (the request as held)", call->rpc));
+  if (!held.ok()) return finish(held.status());
+  call->host = *std::move(held);
   const ServiceConfig& config = calls.config();
   auto problem = ValidateAttend(*request, config.limits);
   if (!problem.ok()) return finish(problem.status());
@@ -75,10 +81,10 @@ void Attends::Start(grpc::CallbackServerContext* context, std::shared_ptr<Call> 
   const int64_t reply_bytes = request->omit_output() ? 0 : output_copies * plan.output_bytes;
   const int64_t plan_bytes =
       static_cast<int64_t>(sizeof(CallPlan) + plan.problem.kv_lens.capacity() * sizeof(int32_t));
-  auto host = calls.ReserveHost(*call, held_bytes + plan_bytes + reply_bytes,
-                                absl::StrFormat("%s (the request as held, and its reply)", call->rpc));
+  auto host = calls.ReserveHost(*call, plan_bytes + reply_bytes,
+                                absl::StrFormat("%s (its plan and its reply)", call->rpc));
   if (!host.ok()) return finish(host.status());
-  call->host = *std::move(host);
+  call->host.Merge(*std::move(host));
   // The call on a worker: everything up to the reply, as one status.
   const auto run = [request, response, call, shared_plan, device,
                     host_threads = config.host_threads,
