@@ -25,6 +25,7 @@
 #include "attn/bench.h"
 #include "attn/device.h"
 #include "attn/kv_lens.h"
+#include "attn/records.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
 #include "flags_help.h"
@@ -80,16 +81,6 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-// Quotes `s` for JSON (and for CSV, whose fields we quote the same way).
-std::string Quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
-}
-
 // The DelayedScaling recipe from the --fp8_* flags (HYBRID: E4M3 forward, as the codelab's).
 absl::StatusOr<attn::DelayedScaling> RecipeFromFlags() {
   attn::DelayedScaling recipe;
@@ -117,53 +108,52 @@ std::string Fp8List(const attn::Fp8Values& v) {
   return out;
 }
 
-// One result as (column, value) pairs, the same columns for CSV and JSON.
-std::vector<std::pair<std::string, std::string>> Fields(const attn::BenchResult& r,
-                                                        const std::string& device) {
+// One result as a record, the same columns for CSV and JSON (attn/records.h writes both).
+attn::Json Record(const attn::BenchResult& r, const std::string& device) {
   const attn::AttentionProblem& p = r.bench_case.problem;
-  auto num = [](double v) { return absl::StrFormat("%.6g", v); };
-  return {{"section", Quoted(r.bench_case.section)},
-          {"backend", Quoted(r.backend)},
-          {"requested_backend", Quoted(r.bench_case.backend)},
-          {"B", absl::StrCat(p.batch)},
-          {"T", absl::StrCat(p.q_len)},
-          {"S", absl::StrCat(p.kv_len)},
-          {"N", absl::StrCat(p.num_heads)},
-          {"K", absl::StrCat(p.num_kv_heads)},
-          {"H", absl::StrCat(p.head_dim)},
-          {"dtype", Quoted(std::string(attn::DTypeName(p.dtype)))},
-          {"causal", p.causal ? "true" : "false"},
-          {"status", Quoted(r.status.ok() ? "ok" : std::string(r.status.message()))},
-          {"median_ms", num(r.stats.median)},
-          {"min_ms", num(r.stats.min)},
-          {"mean_ms", num(r.stats.mean)},
-          {"p10_ms", num(r.stats.p10)},
-          {"p90_ms", num(r.stats.p90)},
-          {"p99_ms", num(r.stats.p99)},
-          {"stddev_ms", num(r.stats.stddev)},
-          {"repeats", absl::StrCat(r.stats.count)},
-          {"budget_cut", r.budget_cut ? "true" : "false"},
-          {"kv_lens", Quoted(absl::StrJoin(p.kv_lens, ","))},
-          {"tflops", num(r.tflops)},
-          {"gbps", num(r.gbps)},
-          {"kv_gbps", num(r.kv_gbps)},
-          {"workspace_bytes", absl::StrCat(r.workspace_bytes)},
-          {"peak_arena_bytes", absl::StrCat(r.peak_arena_bytes)},
-          {"timing", Quoted(r.timing)},
-          {"input_sets", absl::StrCat(r.input_sets)},
-          {"max_abs_error", num(r.max_abs_error)},
-          {"rel_l2_error", num(r.rel_l2_error)},
-          {"numerics", Quoted(r.numerics_note)},
-          {"causal_first_diff", num(r.causal_first_diff)},
-          {"causal_last_diff", num(r.causal_last_diff)},
-          {"fp8_recipe", Quoted(r.fp8_recipe)},
-          {"fp8_used_scale", Quoted(r.fp8_recipe.empty() ? "" : Fp8List(r.fp8_state.used_scale))},
-          {"fp8_seen_amax", Quoted(r.fp8_recipe.empty() ? "" : Fp8List(r.fp8_state.seen_amax))},
-          {"fp8_next_scale", Quoted(r.fp8_recipe.empty() ? "" : Fp8List(r.fp8_state.next_scale))},
-          {"fp8_updates", absl::StrCat(r.fp8_state.updates)},
-          {"fp8_quantize_ms", num(r.fp8_quantize_ms)},
-          {"fp8_vs_cudnn_max_diff", num(r.fp8_vs_cudnn_max_diff)},
-          {"device", Quoted(device)}};
+  auto fp8 = [&](const attn::Fp8Values& v) { return r.fp8_recipe.empty() ? "" : Fp8List(v); };
+  return {{"section", r.bench_case.section},
+          {"backend", r.backend},
+          {"requested_backend", r.bench_case.backend},
+          {"B", p.batch},
+          {"T", p.q_len},
+          {"S", p.kv_len},
+          {"N", p.num_heads},
+          {"K", p.num_kv_heads},
+          {"H", p.head_dim},
+          {"dtype", std::string(attn::DTypeName(p.dtype))},
+          {"causal", p.causal},
+          {"status", r.status.ok() ? "ok" : std::string(r.status.message())},
+          {"median_ms", r.stats.median},
+          {"min_ms", r.stats.min},
+          {"mean_ms", r.stats.mean},
+          {"p10_ms", r.stats.p10},
+          {"p90_ms", r.stats.p90},
+          {"p99_ms", r.stats.p99},
+          {"stddev_ms", r.stats.stddev},
+          {"repeats", r.stats.count},
+          {"budget_cut", r.budget_cut},
+          {"kv_lens", absl::StrJoin(p.kv_lens, ",")},
+          {"tflops", r.tflops},
+          {"gbps", r.gbps},
+          {"kv_gbps", r.kv_gbps},
+          {"workspace_bytes", r.workspace_bytes},
+          {"peak_arena_bytes", r.peak_arena_bytes},
+          {"timing", r.timing},
+          {"input_sets", r.input_sets},
+          {"max_abs_error", r.max_abs_error},
+          {"rel_l2_error", r.rel_l2_error},
+          {"numerics", r.numerics_note},
+          {"causal_first_diff", r.causal_first_diff},
+          {"causal_last_diff", r.causal_last_diff},
+          {"fp8_recipe", r.fp8_recipe},
+          {"fp8_used_scale", fp8(r.fp8_state.used_scale)},
+          {"fp8_seen_amax", fp8(r.fp8_state.seen_amax)},
+          {"fp8_next_scale", fp8(r.fp8_state.next_scale)},
+          {"fp8_updates", r.fp8_state.updates},
+          {"fp8_quantize_ms", r.fp8_quantize_ms},
+          {"fp8_vs_cudnn_max_diff", r.fp8_vs_cudnn_max_diff},
+          {"device", device}};
 }
 
 // Runs a named suite with the engine's runner: a table per section as cases finish, or CSV /
@@ -248,32 +238,15 @@ int RunSuite(attn::DeviceContext& context) {
   if (table) {
     std::printf("\ntiming: %s. * the case's time budget (--case_budget_s) cut its repeats.\n%s\n",
                 results->empty() ? "-" : results->front().timing.c_str(), kKvBandwidthNote);
-  } else if (format == "csv") {
-    bool header = true;
-    for (const auto& r : *results) {
-      const auto fields = Fields(r, device);
-      if (header) {
-        for (size_t i = 0; i < fields.size(); ++i)
-          std::printf("%s%s", i ? "," : "", fields[i].first.c_str());
-        std::printf("\n");
-        header = false;
-      }
-      for (size_t i = 0; i < fields.size(); ++i)
-        std::printf("%s%s", i ? "," : "", fields[i].second.c_str());
-      std::printf("\n");
-    }
   } else {
-    std::printf("[\n");
-    for (size_t j = 0; j < results->size(); ++j) {
-      const auto fields = Fields((*results)[j], device);
-      std::printf("  {");
-      for (size_t i = 0; i < fields.size(); ++i) {
-        std::printf("%s\"%s\": %s", i ? ", " : "", fields[i].first.c_str(),
-                    fields[i].second.c_str());
-      }
-      std::printf("}%s\n", j + 1 < results->size() ? "," : "");
-    }
-    std::printf("]\n");
+    std::vector<attn::Json> records;
+    for (const auto& r : *results) records.push_back(Record(r, device));
+    std::vector<std::string> columns;
+    const attn::Json header = Record(attn::BenchResult{}, device);
+    for (const auto& [name, value] : header.items()) columns.push_back(name);
+    std::fputs(format == "csv" ? attn::RecordsCsv(columns, records).c_str()
+                               : (attn::RecordsJson(records, 2) + "\n").c_str(),
+               stdout);
   }
   return 0;
 }
