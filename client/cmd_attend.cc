@@ -11,11 +11,11 @@
 #include "attention/v1/attention.grpc.pb.h"
 #include "attn/inputs.h"
 #include "attn/kv_lens.h"
+#include "attn/records.h"
 #include "attn/reference.h"
 #include "attn/tensor.h"
 #include "client/commands.h"
 #include "client/npy.h"
-#include "client/render.h"
 #include "client/report.h"
 #include "proto/convert.h"
 
@@ -242,7 +242,9 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
                 DescribeRpcError(status, ctx, common.target.tls));
   }
   const v1::Timings& t = resp.timings();
-  const std::string shape = QShape(req.shape());
+  const v1::Shape& q = req.shape();
+  const std::string shape =
+      absl::StrCat("(", q.batch(), ", ", q.q_len(), ", ", q.num_heads(), ", ", q.head_dim(), ")");
   Json doc = {{"backend", resp.backend()},
               {"device", resp.device()},
               {"hostname", resp.hostname()},
@@ -295,7 +297,7 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
     }
     if (!close) code = kExitFailed;
   }
-  if (common.format == "json") std::printf("%s\n", DumpJson(doc).c_str());
+  if (common.format == "json") std::printf("%s\n", RecordsJson(doc).c_str());
   if (args.Has("output")) {
     NpyArray out = FromDTypeBytes(
         resp.output(), *dtype,

@@ -3,10 +3,12 @@
 // The server owns the job: a suite as the server expands it (ServerInfo.suite_cases), or the
 // axes' cases as a list. Each case is one RunBenchmark call naming the job and that case's index
 // in it (case_indices), so the server gives it the index and seed it has in the whole job and
-// results do not depend on how the cases were spread. As many calls run at once as the target
-// has replicas (--parallel overrides), and the
+// results do not depend on how the cases were spread. Once the server has admitted the first
+// call, as many calls run at once as the target has replicas (--parallel overrides), and the
 // round_robin channel spreads them; each result records the replica (the call's peer) and the
-// server's hostname. Ctrl-C cancels the calls in flight, which cancels their cases on the server.
+// server's hostname. A refusal of the whole job (PERMISSION_DENIED, UNAUTHENTICATED,
+// INVALID_ARGUMENT before any case ran) ends the run with that one error. Ctrl-C cancels the
+// calls in flight, which cancels their cases on the server.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -236,17 +239,21 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-// Sends a job's cases one call each from `workers` threads until all are done or the run is
-// cancelled.
+// Sends a job's cases one call each from `workers` threads until all are done, the run is
+// cancelled, or the server refuses the job as a whole. The first call runs alone until the server
+// has admitted it (its JobStarted came), so a refusal of the whole job is one call, not one per
+// case.
 class Dispatcher {
  public:
   Dispatcher(std::shared_ptr<grpc::Channel> channel, Job job,
-             std::optional<std::chrono::system_clock::time_point> deadline, Progress& progress)
+             std::optional<std::chrono::system_clock::time_point> deadline, Progress& progress,
+             bool tls)
       : stub_(v1::AttentionService::NewStub(channel)),
         cases_(std::move(job.cases)),
         request_(std::move(job.request)),
         deadline_(deadline),
         progress_(progress),
+        tls_(tls),
         sent_(cases_.size(), false),
         records_(cases_.size()) {}
 
@@ -255,10 +262,7 @@ class Dispatcher {
     for (int w = 0; w < workers; ++w) threads.emplace_back([this] { Work(); });
     // Ctrl-C: stop taking cases and cancel the calls in flight (their cases stop on the server).
     while (finished_.load() < static_cast<int>(threads.size())) {
-      if (g_interrupted.load() && !cancelled_.exchange(true)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (grpc::ClientContext* ctx : in_flight_) ctx->TryCancel();
-      }
+      if (g_interrupted.load() && !cancelled_.exchange(true)) Stop();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     for (auto& t : threads) t.join();
@@ -270,14 +274,40 @@ class Dispatcher {
   }
 
   bool cancelled() const { return cancelled_.load(); }
+  // The server's refusal of the whole job, as one line; empty when it took the job.
+  const std::string& refusal() const { return refusal_; }
+  grpc::StatusCode refusal_code() const { return refusal_code_; }
 
  private:
+  // Codes a call ends with, before its case ran, for what holds for every case of the job: the
+  // caller may not run it (PERMISSION_DENIED, UNAUTHENTICATED), or the job breaks a rule
+  // (INVALID_ARGUMENT: the server validates the whole job in every call).
+  static bool RefusesTheJob(grpc::StatusCode code) {
+    return code == grpc::PERMISSION_DENIED || code == grpc::UNAUTHENTICATED ||
+           code == grpc::INVALID_ARGUMENT;
+  }
+
+  // Wakes the workers waiting for the first call and cancels the calls in flight.
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (grpc::ClientContext* ctx : in_flight_) ctx->TryCancel();
+    admitted_ = true;
+    admitted_cv_.notify_all();
+  }
+
+  void Admitted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    admitted_ = true;
+    admitted_cv_.notify_all();
+  }
+
   void Work() {
     for (;;) {
       size_t i;
       {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (next_ >= cases_.size() || cancelled_.load()) break;
+        std::unique_lock<std::mutex> lock(mu_);
+        admitted_cv_.wait(lock, [this] { return admitted_ || next_ == 0; });
+        if (next_ >= cases_.size() || cancelled_.load() || !refusal_.empty()) break;
         i = next_++;
         sent_[i] = true;
       }
@@ -302,15 +332,17 @@ class Dispatcher {
 
   void RunOne(size_t i) {
     const v1::BenchmarkCase& c = cases_[i];
-    progress_.Started(
-        absl::StrCat(SeriesLabel(NotRun(c, absl::StatusCode::kOk, "")), " ", ProblemLabel(c)));
-    CaseRecord record = Call(i);
-    progress_.Finished(record);
-    records_[i] = std::move(record);
+    const CaseRecord sent{NotRun(c, absl::StatusCode::kOk, ""), ""};
+    progress_.Started(absl::StrCat(CaseLabel(sent, "series"), " ", CaseLabel(sent, "problem")));
+    std::optional<CaseRecord> record = Call(i);
+    if (!record) return;  // the job was refused: RunBench says so once
+    progress_.Finished(*record);
+    records_[i] = *std::move(record);
   }
 
   // One RunBenchmark call running the job's case i alone; cancellable through in_flight_.
-  CaseRecord Call(size_t i) {
+  // Nothing when the server refused the whole job (refusal_ then says why).
+  std::optional<CaseRecord> Call(size_t i) {
     const v1::BenchmarkCase& c = cases_[i];
     v1::RunBenchmarkRequest req = request_;
     req.add_case_indices(static_cast<int32_t>(i));
@@ -319,13 +351,15 @@ class Dispatcher {
     {
       std::lock_guard<std::mutex> lock(mu_);
       in_flight_.insert(&ctx);
-      if (cancelled_.load()) ctx.TryCancel();
+      if (cancelled_.load() || !refusal_.empty()) ctx.TryCancel();
     }
     CaseRecord record;
-    bool got = false;
+    bool read = false, got = false;
     auto reader = stub_->RunBenchmark(&ctx, req);
     v1::RunBenchmarkEvent e;
     while (reader->Read(&e)) {
+      if (!read) Admitted();
+      read = true;
       if (e.has_result()) {
         record.result = e.result();
         got = true;
@@ -336,6 +370,18 @@ class Dispatcher {
       std::lock_guard<std::mutex> lock(mu_);
       in_flight_.erase(&ctx);
     }
+    if (!read && !status.ok() && RefusesTheJob(status.error_code())) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (refusal_.empty()) {
+          refusal_ = DescribeRpcError(status, ctx, tls_);
+          refusal_code_ = status.error_code();
+        }
+      }
+      Stop();
+      return std::nullopt;
+    }
+    Admitted();
     record.replica = ctx.peer();
     if (!got) {
       // The code is the status column already; the message is the server's alone.
@@ -353,11 +399,16 @@ class Dispatcher {
   const v1::RunBenchmarkRequest request_;  // the job, its options, device and client id
   const std::optional<std::chrono::system_clock::time_point> deadline_;
   Progress& progress_;
+  const bool tls_;
   std::mutex mu_;
+  std::condition_variable admitted_cv_;
+  bool admitted_ = false;  // the first call was admitted or ended: the others may go
   size_t next_ = 0;
   std::vector<bool> sent_;
   std::set<grpc::ClientContext*> in_flight_;
   std::vector<CaseRecord> records_;
+  std::string refusal_;
+  grpc::StatusCode refusal_code_ = grpc::OK;
   std::atomic<bool> cancelled_{false};
   std::atomic<int> finished_{0};
 };
@@ -448,10 +499,14 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
   struct sigaction sa {};
   sa.sa_handler = OnSigint;
   sigaction(SIGINT, &sa, nullptr);
-  Dispatcher dispatcher(channel, *std::move(job), deadline, progress);
+  Dispatcher dispatcher(channel, *std::move(job), deadline, progress, common.target.tls);
   report.cases = dispatcher.Run(std::max(1, workers));
   progress.Close();
   if (progress_out != stderr) std::fclose(progress_out);
+  if (!dispatcher.refusal().empty()) {
+    return Fail(dispatcher.refusal_code() == grpc::INVALID_ARGUMENT ? kExitUsage : kExitFailed,
+                "the server refused the job: " + dispatcher.refusal());
+  }
   report.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -483,16 +538,7 @@ int RunBench(const CommonOptions& common, const ParsedArgs& args, const std::str
                                                   "cases in flight were cancelled on the server",
                                                   static_cast<int>(report.cases.size())));
   }
-  // A job the server refused as a whole (every failure INVALID_ARGUMENT: options or shapes
-  // out of its rules) is a usage error, as it is for attend.
-  const Tally tally = Count(report.cases);
-  if (tally.failed == 0) return kExitOk;
-  const bool all_invalid =
-      std::all_of(report.cases.begin(), report.cases.end(), [](const CaseRecord& c) {
-        return IsOk(c.result) || IsUnsupported(c.result) ||
-               StatusOf(c.result) == absl::StatusCode::kInvalidArgument;
-      });
-  return all_invalid ? kExitUsage : kExitFailed;
+  return Count(report.cases).failed == 0 ? kExitOk : kExitFailed;
 }
 
 }  // namespace attn::client

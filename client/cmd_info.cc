@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -110,7 +111,8 @@ int RunInfo(const CommonOptions& common, const ParsedArgs&) {
   backends.title = "Backends (verdicts for the codelab's default shape per dtype)";
   backends.headers = {"Backend", "Device", "Dtype", "Verdict"};
   for (const auto& b : info.backends()) {
-    backends.rows.push_back({b.backend(), absl::StrCat(b.device()), DTypeLabel(b.dtype()),
+    backends.rows.push_back({b.backend(), absl::StrCat(b.device()),
+                             absl::AsciiStrToLower(v1::DType_Name(b.dtype())),
                              b.supported() ? "ok: " + b.description() : "no: " + b.reason()});
   }
   std::printf("%s\n", backends.Render().c_str());

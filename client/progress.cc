@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/report_spec.h"
+#include "proto/status.h"
 
 namespace attn::client {
 
@@ -22,12 +24,14 @@ void Progress::Finished(const CaseRecord& record) {
     Draw();
     return;
   }
-  const std::string what = absl::StrCat(SeriesLabel(r), " ", ProblemLabel(r.case_()));
+  const std::string what =
+      absl::StrCat(CaseLabel(record, "series"), " ", CaseLabel(record, "problem"));
   if (IsOk(r)) {
     absl::FPrintF(out_, "[%d/%d] ok %s: %s ms (%s)\n", done_, total_, what,
-                  FormatMs(r.stats().median_ms()), r.hostname());
+                  Format(r.stats().median_ms(), "ms"), r.hostname());
   } else {
-    absl::FPrintF(out_, "[%d/%d] %s %s: %s\n", done_, total_, StatusName(r), what, r.message());
+    absl::FPrintF(out_, "[%d/%d] %s %s: %s\n", done_, total_, CodeName(StatusOf(r)), what,
+                  r.message());
   }
   std::fflush(out_);
 }

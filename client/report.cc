@@ -1,13 +1,11 @@
 #include "client/report.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "attn/problem.h"
+#include "client/report_spec.h"
 #include "proto/status.h"
 
 namespace attn::client {
@@ -16,21 +14,6 @@ absl::StatusCode StatusOf(const v1::CaseResult& r) { return CodeFromNumber(r.sta
 bool IsOk(const v1::CaseResult& r) { return StatusOf(r) == absl::StatusCode::kOk; }
 bool IsUnsupported(const v1::CaseResult& r) {
   return StatusOf(r) == absl::StatusCode::kFailedPrecondition;
-}
-std::string StatusName(const v1::CaseResult& r) { return CodeName(StatusOf(r)); }
-
-bool TakesFp8Recipe(const v1::ServerInfo& info, const std::string& backend) {
-  for (const auto& v : info.backends()) {
-    if (v.backend() == backend && v.takes_fp8_recipe()) return true;
-  }
-  return false;
-}
-
-std::string FullPrecisionPeer(const v1::ServerInfo& info, const std::string& backend) {
-  for (const auto& v : info.backends()) {
-    if (v.backend() == backend) return v.full_precision_peer();
-  }
-  return "";
 }
 
 Tally Count(const std::vector<CaseRecord>& cases) {
@@ -46,187 +29,350 @@ Tally Count(const std::vector<CaseRecord>& cases) {
   return t;
 }
 
-int64_t KvLen(const v1::Shape& s) { return s.kv_len() > 0 ? s.kv_len() : s.q_len(); }
-int64_t KvHeads(const v1::Shape& s) {
-  return s.num_kv_heads() > 0 ? s.num_kv_heads() : s.num_heads();
-}
-
-std::string DTypeLabel(v1::DType d) {
-  switch (d) {
-    case v1::FLOAT32:
-      return "float32";
-    case v1::BFLOAT16:
-      return "bfloat16";
-    case v1::FLOAT16:
-      return "float16";
-    default:
-      return "unspecified";
-  }
-}
-
-std::string QShape(const v1::Shape& s) {
-  return absl::StrCat("(", s.batch(), ", ", s.q_len(), ", ", s.num_heads(), ", ", s.head_dim(),
-                      ")");
-}
-
-std::string KShape(const v1::Shape& s) {
-  return absl::StrCat("(", s.batch(), ", ", KvLen(s), ", ", KvHeads(s), ", ", s.head_dim(), ")");
-}
-
-std::string KvLensOf(const v1::BenchmarkCase& c) {
-  return KvLensLabel(std::vector<int32_t>(c.kv_lens().begin(), c.kv_lens().end()));
-}
-
-std::string ProblemLabel(const v1::BenchmarkCase& c) {
-  const v1::Shape& s = c.shape();
-  return absl::StrCat("B", s.batch(), " T", s.q_len(), " S", KvLen(s), " N", s.num_heads(), " K",
-                      KvHeads(s), " H", s.head_dim(), c.causal() ? " causal" : "",
-                      c.kv_lens().empty() ? "" : " kv_lens=", KvLensOf(c));
-}
-
-bool ReadsKeyValues(const SectionView& section) {
-  for (const CaseRecord* c : section.cases) {
-    const v1::BenchmarkCase& bc = c->result.case_();
-    if (!bc.kv_lens().empty() || KvLen(bc.shape()) > bc.shape().q_len()) return true;
-  }
-  return false;
-}
-
-std::string SeriesLabel(const v1::CaseResult& r) {
-  std::string backend = r.case_().backend().empty() ? "auto" : r.case_().backend();
-  if (backend == "auto" && !r.backend().empty()) backend = absl::StrCat("auto→", r.backend());
-  return absl::StrCat(backend, " ", DTypeLabel(r.case_().dtype()));
-}
-
-std::string FormatMs(double ms) {
-  if (ms >= 100) return absl::StrFormat("%.1f", ms);
-  if (ms >= 1) return absl::StrFormat("%.3f", ms);
-  return absl::StrFormat("%.4f", ms);
-}
-
-std::string FormatError(double v) { return v < 0 ? "-" : absl::StrFormat("%.2e", v); }
-
 namespace {
 
-struct Varying {
-  bool b = false, t = false, s_follows_t = true, n = false, k = false, h = false, causal = false;
-  bool kv_lens = false;  // a case has per-sequence lengths: each row must show its own
+Json ServerFields(const v1::ServerInfo& server) {
+  return Columns(server, ReportSpec().at("server_columns"));
+}
+
+// A case's columns, the tables' own included, and its requested backend's capabilities as the
+// server's verdicts state them.
+Json CaseFields(const CaseRecord& record, const Json& server) {
+  Json f = Columns(record.result, ReportSpec().at("case_columns"), record.replica);
+  f["takes_fp8_recipe"] = false;
+  f["full_precision_peer"] = "";
+  for (const Json& b : server.at("backends")) {
+    if (b.at("name") == f.at("requested_backend")) {
+      f["takes_fp8_recipe"] = b.at("takes_fp8_recipe");
+      f["full_precision_peer"] = b.at("full_precision_peer");
+    }
+  }
+  return f;
+}
+
+Json Summary(const Report& report) {
+  const Tally t = Count(report.cases);
+  return {{"cases", report.cases.size()},
+          {"ok", t.ok},
+          {"unsupported", t.unsupported},
+          {"failed", t.failed}};
+}
+
+// Builds the spec's tables over a report's cases.
+class Builder {
+ public:
+  explicit Builder(const Report& report) {
+    report_["server"] = ServerFields(report.server);
+    report_["summary"] = Summary(report);
+    report_["wall_seconds"] = report.wall_seconds;
+    report_["timing"] = "";
+    for (const auto& c : report.cases) {
+      fields_.push_back(CaseFields(c, report_["server"]));
+      if (IsOk(c.result) && report_["timing"] == "") report_["timing"] = c.result.timing();
+    }
+  }
+
+  const Json& report() const { return report_; }
+  Scope CaseScope(size_t i, const Json& section) const {
+    return Scope({&section, &report_}).With(fields_[i]);
+  }
+
+  std::vector<ReportTable> Tables() {
+    const Json& spec = ReportSpec();
+    std::vector<ReportTable> out;
+    std::vector<size_t> all(fields_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const Json none = Json::object();
+    for (const Json& def : spec.at("before_sections")) Add(def, all, none, out);
+    // Sections in the order they first appear.
+    std::vector<std::pair<std::string, std::vector<size_t>>> sections;
+    for (size_t i = 0; i < fields_.size(); ++i) {
+      const std::string name = fields_[i].at("section");
+      auto it = std::find_if(sections.begin(), sections.end(),
+                             [&](const auto& s) { return s.first == name; });
+      if (it == sections.end()) it = sections.insert(sections.end(), {name, {}});
+      it->second.push_back(i);
+    }
+    for (const auto& [name, cases] : sections) {
+      const Json section = {
+          {"section_name", name.empty() ? spec.at("unnamed_section").get<std::string>() : name}};
+      const Json* layout = nullptr;
+      for (const Json& l : spec.at("layouts")) {
+        if (Fits(l, cases, section)) {
+          layout = &l;
+          break;
+        }
+      }
+      Add(layout->at("table"), cases, section, out);
+      for (const Json& def : spec.at("after_section")) {
+        const Json& layouts = def.at("layouts");
+        if (std::find(layouts.begin(), layouts.end(), layout->at("name")) != layouts.end()) {
+          Add(def, cases, section, out);
+        }
+      }
+    }
+    return out;
+  }
+
+  std::vector<ReportTable> Appendix() {
+    std::vector<ReportTable> out;
+    std::vector<size_t> all(fields_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const Json none = Json::object();
+    for (const Json& def : ReportSpec().at("appendix")) Add(def, all, none, out);
+    return out;
+  }
+
+ private:
+  // Whether a section's cases are laid out by `layout`: its axis varies, its fixed fields do not,
+  // and every case holds its "all" condition.
+  bool Fits(const Json& layout, const std::vector<size_t>& cases, const Json& section) const {
+    auto distinct = [&](const std::string& field) {
+      std::set<std::string> values;
+      for (size_t i : cases) values.insert(fields_[i].at(field).dump());
+      return values.size();
+    };
+    if (layout.contains("axis") && distinct(layout["axis"]) < 2) return false;
+    for (const Json& f : layout.value("fixed", Json::array())) {
+      if (distinct(f) > 1) return false;
+    }
+    for (size_t i : cases) {
+      if (!CaseScope(i, section).Holds(layout.value("all", ""))) return false;
+    }
+    return true;
+  }
+
+  // The case of `cases` that `join` matches with case i (the last that does); null if none.
+  Json Join(const Json& join, size_t i, const std::vector<size_t>& cases,
+            const Json& section) const {
+    Json found = nullptr;
+    for (size_t j : cases) {
+      if (!CaseScope(j, section).Holds(join.value("where", ""))) continue;
+      bool match = true;
+      for (const auto& [theirs, ours] : join.at("match").items()) {
+        match = match && fields_[j].at(theirs) == fields_[i].at(ours.get<std::string>());
+      }
+      if (match) found = fields_[j];
+    }
+    return found;
+  }
+
+  // The table `def` over `cases` (of `section`), appended to `out` unless it has no rows.
+  void Add(const Json& def, const std::vector<size_t>& cases, const Json& section,
+           std::vector<ReportTable>& out) {
+    std::vector<size_t> picked;
+    std::set<std::string> seen;
+    for (size_t i : cases) {
+      const Scope s = CaseScope(i, section);
+      if (!s.Holds(def.value("select", ""))) continue;
+      if (def.contains("unique") &&
+          !seen.insert(Format(s.Lookup(def["unique"].get<std::string>()), "")).second)
+        continue;
+      picked.push_back(i);
+    }
+    if (picked.empty()) return;
+    if (def.contains("rows")) {  // a table per case
+      for (size_t i : picked) {
+        if (def.value("once", false) && !shown_once_.insert(&def).second) return;
+        const Json join = def.contains("join") ? Json{{def["join"].at("as").get<std::string>(),
+                                                       Join(def["join"], i, cases, section)}}
+                                               : Json::object();
+        const Scope s = CaseScope(i, section).With(join);
+        ReportTable t = Start(def, s);
+        t.headers = def.at("headers").get<std::vector<std::string>>();
+        t.right_aligned = def.value("right", std::vector<bool>());
+        for (const Json& row : def.at("rows")) {
+          if (!s.Holds(row.value("if", ""))) continue;
+          std::vector<std::string> cells;
+          for (const Json& cell : row.at("cells")) cells.push_back(s.Text(cell));
+          t.rows.push_back(std::move(cells));
+        }
+        out.push_back(std::move(t));
+      }
+      return;
+    }
+    ReportTable t = Start(def, CaseScope(picked.front(), section));
+    std::set<std::string> notes;
+    auto note = [&](const Scope& s) {
+      if (!def.contains("note")) return;
+      const std::string line = s.Text(def["note"]);
+      if (!line.empty() && notes.insert(line).second) t.notes.push_back(line);
+    };
+    if (def.contains("pivot")) {
+      const Json& p = def["pivot"];
+      std::vector<Json> points;
+      std::vector<std::string> columns;
+      std::map<std::pair<std::string, std::string>, size_t> cells;
+      t.headers = {p.at("header")};
+      for (size_t i : picked) {
+        const Scope s = CaseScope(i, section);
+        const Json x = fields_[i].at(p.at("rows").get<std::string>());
+        const std::string column = s.Text(p.at("columns"));
+        if (std::find(points.begin(), points.end(), x) == points.end()) points.push_back(x);
+        if (std::find(columns.begin(), columns.end(), column) == columns.end()) {
+          columns.push_back(column);
+          t.headers.push_back(s.Text(p.at("column_header")));
+        }
+        cells[{column, x.dump()}] = i;
+      }
+      std::sort(points.begin(), points.end(),
+                [](const Json& a, const Json& b) { return a.get<double>() < b.get<double>(); });
+      t.right_aligned.assign(t.headers.size(), true);
+      for (const Json& x : points) {
+        std::vector<std::string> row = {Format(x, "")};
+        for (const std::string& column : columns) {
+          const auto it = cells.find({column, x.dump()});
+          if (it == cells.end()) {
+            row.emplace_back();
+            continue;
+          }
+          const Scope s = CaseScope(it->second, section);
+          row.push_back(s.Text(p.at("cell")));
+          note(s);
+        }
+        t.rows.push_back(std::move(row));
+      }
+    } else {
+      std::vector<const Json*> columns;
+      for (const Json& c : def.at("columns")) {
+        const bool shown =
+            !c.contains("shown_if_any") || std::any_of(picked.begin(), picked.end(), [&](size_t i) {
+              return CaseScope(i, section).Holds(c["shown_if_any"].get<std::string>());
+            });
+        if (!shown) continue;
+        columns.push_back(&c);
+        t.headers.push_back(c.at("header"));
+        t.right_aligned.push_back(c.value("right", false));
+      }
+      for (size_t i : picked) {
+        const Scope s = CaseScope(i, section);
+        std::vector<std::string> row;
+        for (const Json* c : columns) {
+          row.push_back(s.Holds(c->value("when", "")) ? s.Text(c->at("cell")) : "");
+        }
+        t.rows.push_back(std::move(row));
+        note(s);
+      }
+    }
+    if (def.contains("chart")) Chart(def["chart"], picked, section, t);
+    out.push_back(std::move(t));
+  }
+
+  static ReportTable Start(const Json& def, const Scope& s) {
+    ReportTable t;
+    t.key = s.Text(def.at("key"));
+    t.title = s.Text(def.at("title"));
+    return t;
+  }
+
+  // The chart `def` of table `t`, over the table's cases that its "select" keeps.
+  void Chart(const Json& def, const std::vector<size_t>& picked, const Json& section,
+             ReportTable& t) const {
+    std::vector<size_t> cases;
+    bool shown = !def.contains("shown_if_any");
+    for (size_t i : picked) {
+      const Scope s = CaseScope(i, section);
+      shown = shown || s.Holds(def["shown_if_any"].get<std::string>());
+      if (s.Holds(def.value("select", ""))) cases.push_back(i);
+    }
+    if (!shown || cases.empty()) return;
+    const Json& value = ReportSpec().at("chart_value");
+    const std::string field = value.at("field");
+    const std::string title =
+        def.contains("title") ? CaseScope(cases.front(), section).Text(def["title"]) : t.title;
+    if (def.at("kind") == "lines") {
+      LineChart chart;
+      chart.title = title;
+      chart.x_label = def.at("x_label");
+      chart.y_label = value.at("label");
+      std::vector<std::pair<std::string, std::map<double, double>>> lines;
+      for (size_t i : cases) {
+        const std::string label = CaseScope(i, section).Text(def.at("line"));
+        auto it = std::find_if(lines.begin(), lines.end(),
+                               [&](const auto& l) { return l.first == label; });
+        if (it == lines.end()) it = lines.insert(lines.end(), {label, {}});
+        it->second[fields_[i].at(def.at("x").get<std::string>()).get<double>()] =
+            fields_[i].at(field).get<double>();
+      }
+      for (const auto& [label, points] : lines) {
+        chart.series.push_back({label, {points.begin(), points.end()}});
+      }
+      t.lines = std::move(chart);
+    } else {
+      BarChart chart;
+      chart.title = title;
+      chart.unit = value.at("unit");
+      for (size_t i : cases) {
+        chart.bars.emplace_back(CaseScope(i, section).Text(def.at("label")),
+                                fields_[i].at(field).get<double>());
+      }
+      t.bars = std::move(chart);
+    }
+  }
+
+  Json report_ = Json::object();  // server, summary, wall_seconds, timing
+  std::vector<Json> fields_;      // per case
+  std::set<const Json*> shown_once_;
 };
-
-Varying FindVarying(const std::vector<const CaseRecord*>& cases) {
-  std::set<int64_t> b, t, n, k, h;
-  std::set<bool> causal;
-  Varying v;
-  for (const CaseRecord* c : cases) {
-    const v1::Shape& s = c->result.case_().shape();
-    b.insert(s.batch());
-    t.insert(s.q_len());
-    n.insert(s.num_heads());
-    k.insert(KvHeads(s));
-    h.insert(s.head_dim());
-    causal.insert(c->result.case_().causal());
-    if (KvLen(s) != s.q_len()) v.s_follows_t = false;
-    if (!c->result.case_().kv_lens().empty()) v.kv_lens = true;
-  }
-  v.b = b.size() > 1;
-  v.t = t.size() > 1;
-  v.n = n.size() > 1;
-  v.k = k.size() > 1;
-  v.h = h.size() > 1;
-  v.causal = causal.size() > 1;
-  return v;
-}
-
-// "B=4, N=8, H=64" over the fields that do not vary (the sweep's axis left out).
-std::string FixedFields(const v1::BenchmarkCase& c, bool skip_b, bool skip_t, bool skip_k) {
-  const v1::Shape& s = c.shape();
-  std::vector<std::string> parts;
-  if (!skip_b) parts.push_back(absl::StrCat("B=", s.batch()));
-  if (!skip_t) {
-    parts.push_back(absl::StrCat("T=", s.q_len()));
-    if (KvLen(s) != s.q_len()) parts.push_back(absl::StrCat("S=", KvLen(s)));
-  }
-  parts.push_back(absl::StrCat("N=", s.num_heads()));
-  if (!skip_k && KvHeads(s) != s.num_heads()) parts.push_back(absl::StrCat("K=", KvHeads(s)));
-  parts.push_back(absl::StrCat("H=", s.head_dim()));
-  if (c.causal()) parts.push_back("causal");
-  return absl::StrJoin(parts, ", ");
-}
-
-std::string Title(const std::string& name, SectionKind kind, const v1::BenchmarkCase& first) {
-  std::string heading;
-  if (kind == SectionKind::kSeqSweep) {
-    heading = first.causal() ? "Causal sequence-length sweep" : "Sequence-length sweep";
-    return absl::StrCat(heading, " — ", FixedFields(first, false, true, false));
-  }
-  if (kind == SectionKind::kBatchSweep) {
-    return absl::StrCat("Batch-size sweep — ", FixedFields(first, true, false, false));
-  }
-  if (kind == SectionKind::kVariants) {
-    return absl::StrCat("Multi-head attention variants (MHA, GQA, MQA) — ",
-                        FixedFields(first, false, false, true));
-  }
-  heading = name.empty() ? "Cases" : name;
-  heading[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(heading[0])));
-  return heading;
-}
 
 }  // namespace
 
-std::vector<SectionView> Sections(const std::vector<CaseRecord>& cases) {
-  std::vector<SectionView> out;
-  std::map<std::string, size_t> index;
-  for (const auto& c : cases) {
-    const std::string& name = c.result.case_().section();
-    auto [it, added] = index.emplace(name, out.size());
-    if (added) {
-      out.emplace_back();
-      out.back().name = name;
-    }
-    out[it->second].cases.push_back(&c);
-  }
-  for (auto& section : out) {
-    const Varying v = FindVarying(section.cases);
-    const bool others = v.n || v.h || v.causal || v.kv_lens;
-    if (v.t && v.s_follows_t && !v.b && !v.k && !others)
-      section.kind = SectionKind::kSeqSweep;
-    else if (v.b && !v.t && !v.k && !others)
-      section.kind = SectionKind::kBatchSweep;
-    else if (v.k && !v.t && !v.b && !others)
-      section.kind = SectionKind::kVariants;
-    else
-      section.kind = SectionKind::kList;
-    section.title = Title(section.name, section.kind, section.cases.front()->result.case_());
-    if (section.kind != SectionKind::kSeqSweep && section.kind != SectionKind::kBatchSweep)
-      continue;
-    std::set<int64_t> points;
-    for (const CaseRecord* c : section.cases) {
-      const v1::Shape& s = c->result.case_().shape();
-      const int64_t x = section.kind == SectionKind::kSeqSweep ? s.q_len() : s.batch();
-      const std::string label = SeriesLabel(c->result);
-      points.insert(x);
-      if (std::find(section.series.begin(), section.series.end(), label) == section.series.end()) {
-        section.series.push_back(label);
-      }
-      section.cells[{label, x}] = c;
-    }
-    section.points.assign(points.begin(), points.end());
-  }
-  return out;
+std::string CaseLabel(const CaseRecord& record, const std::string& label) {
+  const Json server = ServerFields(v1::ServerInfo());
+  const Json fields = CaseFields(record, server);
+  return Scope({&fields}).Text(ReportSpec().at("labels").at(label));
 }
 
-std::vector<const CaseRecord*> DefaultShapeCases(const std::vector<CaseRecord>& cases) {
-  std::vector<const CaseRecord*> out;
-  std::set<std::string> seen;
-  for (const auto& c : cases) {
-    const v1::BenchmarkCase& bc = c.result.case_();
-    const v1::Shape& s = bc.shape();
-    if (!IsOk(c.result) || bc.causal() || s.batch() != 4 || s.q_len() != 128 || KvLen(s) != 128 ||
-        s.num_heads() != 8 || KvHeads(s) != 8 || s.head_dim() != 64) {
-      continue;
-    }
-    if (seen.insert(SeriesLabel(c.result)).second) out.push_back(&c);
+Json ReportDocument(const Report& report) {
+  const Json& spec = ReportSpec();
+  Json doc = Json::object();
+  doc["schema"] = spec.at("schema");
+  doc["command"] = report.command;
+  doc["target"] = report.target;
+  doc["created"] = report.created;
+  doc["wall_seconds"] = report.wall_seconds;
+  doc["server"] = Columns(report.server, spec.at("server_columns"), "", true);
+  doc["options"] = Columns(report.options, spec.at("options_columns"), "", true);
+  doc["summary"] = Summary(report);
+  Json cases = Json::array();
+  for (const auto& c : report.cases) {
+    cases.push_back(Columns(c.result, spec.at("case_columns"), c.replica, true));
   }
+  doc["cases"] = std::move(cases);
+  return doc;
+}
+
+std::vector<std::string> CaseColumnNames() {
+  std::vector<std::string> names;
+  const Json columns = Columns(v1::CaseResult(), ReportSpec().at("case_columns"), "", true);
+  for (const auto& [name, value] : columns.items()) names.push_back(name);
+  return names;
+}
+
+std::vector<ReportTable> ReportTables(const Report& report) { return Builder(report).Tables(); }
+std::vector<ReportTable> AppendixTables(const Report& report) { return Builder(report).Appendix(); }
+
+std::string ServerLine(const Report& report) {
+  const Builder b(report);
+  return Scope({&b.report()}).Text(ReportSpec().at("lines").at("server"));
+}
+
+std::string SummaryLine(const Report& report) {
+  const Builder b(report);
+  return Scope({&b.report()}).Text(ReportSpec().at("lines").at("summary"));
+}
+
+std::string ServedByLine(const Report& report) {
+  const Builder b(report);
+  const Json none = Json::object();
+  std::map<std::string, int> served;
+  for (size_t i = 0; i < report.cases.size(); ++i) {
+    if (report.cases[i].replica.empty()) continue;
+    ++served[b.CaseScope(i, none).Text(ReportSpec().at("lines").at("served_by"))];
+  }
+  std::string out;
+  for (const auto& [who, n] : served)
+    absl::StrAppend(&out, out.empty() ? "served by:" : ";", " ", who, " ", n);
   return out;
 }
 

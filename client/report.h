@@ -1,14 +1,17 @@
-// What a benchmark run produced, and the views every output format shares: the cases grouped
-// into the codelab's tables (sweeps over T or B, the MHA/GQA/MQA variants, lists), with titles.
+// What a benchmark run produced, and the report made of it by client/report_spec.json: every
+// case's columns (results.csv, results.json), the codelab's tables with their charts, and the
+// lines around them. The renderers (render.h) only lay these out as text, CSV/JSON or HTML.
 #pragma once
 
-#include <cstdint>
-#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "attention/v1/attention.pb.h"
+#include "attn/records.h"
+#include "client/svg_chart.h"
+#include "client/text_table.h"
 
 namespace attn::client {
 
@@ -35,13 +38,6 @@ absl::StatusCode StatusOf(const v1::CaseResult& r);
 bool IsOk(const v1::CaseResult& r);
 // FAILED_PRECONDITION: the backend cannot run the case on that device ("n/a" in tables).
 bool IsUnsupported(const v1::CaseResult& r);
-// "OK", "FAILED_PRECONDITION", ...: abseil's name of the code.
-std::string StatusName(const v1::CaseResult& r);
-
-// The server's backends that quantise to FP8 under the job's recipe (BackendVerdict capability).
-bool TakesFp8Recipe(const v1::ServerInfo& info, const std::string& backend);
-// The backend whose results an FP8 backend's are compared with; empty when none.
-std::string FullPrecisionPeer(const v1::ServerInfo& info, const std::string& backend);
 
 // Counts for the summary line and the exit code: unsupported (IsUnsupported), and failed:
 // any other non-OK status.
@@ -50,53 +46,34 @@ struct Tally {
 };
 Tally Count(const std::vector<CaseRecord>& cases);
 
-// How a section's cases are laid out.
-enum class SectionKind {
-  kSeqSweep,    // only T (= S) varies: one row per T, one column per series
-  kBatchSweep,  // only B varies
-  kVariants,    // only K varies: MHA / GQA / MQA rows
-  kList,        // anything else: one row per case
+// One of the spec's labels ("series", "problem", "median") of a case.
+std::string CaseLabel(const CaseRecord& record, const std::string& label);
+
+// results.json: {"schema", "command", "target", "created", "wall_seconds", "server",
+// "options", "summary", "cases": [a row per case]}, the values as the spec's columns give them.
+Json ReportDocument(const Report& report);
+// The case columns results.csv and results.json carry, in order.
+std::vector<std::string> CaseColumnNames();
+
+// One of the report's tables, and its chart when the spec gives it one.
+struct ReportTable : TextTable {
+  std::string key;  // what attn_client's Results.table() finds it by
+  std::optional<LineChart> lines;
+  std::optional<BarChart> bars;
 };
 
-struct SectionView {
-  std::string name;   // the section as the job named it ("sequence sweep")
-  std::string title;  // "Sequence-length sweep — B=4, N=8, H=64"
-  SectionKind kind = SectionKind::kList;
-  std::vector<int64_t> points;      // T or B values, ascending (sweeps)
-  std::vector<std::string> series;  // "naive float32", in first-seen order (sweeps)
-  std::map<std::pair<std::string, int64_t>, const CaseRecord*> cells;  // (series, point)
-  std::vector<const CaseRecord*> cases;  // every case of the section, in order
-};
+// The tables in the report's order: those before the sections (the default shape's timing),
+// then each section's (in the order sections first appear) followed by the tables that go
+// under it (numerics of a checked sweep, the causal effect, FP8).
+std::vector<ReportTable> ReportTables(const Report& report);
+// The tables the HTML report adds at its end (every case).
+std::vector<ReportTable> AppendixTables(const Report& report);
 
-// The sections in first-seen order.
-std::vector<SectionView> Sections(const std::vector<CaseRecord>& cases);
-
-// The label of a case's series: requested backend (and what auto resolved to) and dtype.
-std::string SeriesLabel(const v1::CaseResult& r);
-
-// The OK, non-causal cases at the codelab's default shape (B, T, N, H) = (4, 128, 8, 64), one
-// per series, for the "Attention timing" table and bar chart; empty when there are none.
-std::vector<const CaseRecord*> DefaultShapeCases(const std::vector<CaseRecord>& cases);
-
-// "(4, 128, 8, 64)": Q's shape (B, T, N, H); KShape gives (B, S, K, H).
-std::string QShape(const v1::Shape& s);
-std::string KShape(const v1::Shape& s);
-// "B4 T128 S128 N8 K8 H64", plus " causal" and " kv_lens=[1..8192] ragged" (KvLensLabel).
-std::string ProblemLabel(const v1::BenchmarkCase& c);
-// The case's kv_lens as KvLensLabel writes them; empty without.
-std::string KvLensOf(const v1::BenchmarkCase& c);
-// Whether a section's cases are bound by reading K and V (queries shorter than the keys, or
-// kv_lens: decode): their tables add the effective K/V bandwidth (CaseResult.kv_gbps).
-bool ReadsKeyValues(const SectionView& section);
-std::string DTypeLabel(v1::DType d);  // "float32"
-
-// Milliseconds with 3-4 significant digits: "0.0123", "1.234", "123.4".
-std::string FormatMs(double ms);
-// Scientific with 2 decimals ("3.05e-03"), or "-" when negative (not computed).
-std::string FormatError(double v);
-
-// S and K as the server reads them: 0 means S = T, K = N.
-int64_t KvLen(const v1::Shape& s);
-int64_t KvHeads(const v1::Shape& s);
+// "server: attn-server 0.1.0 on HOST (DEVICES, cuDNN ...)"; empty when no server answered.
+std::string ServerLine(const Report& report);
+// "16 cases: 14 ok, 1 unsupported, 1 failed in 12.50 s. Times are ...".
+std::string SummaryLine(const Report& report);
+// "served by: HOST (PEER) N; ..." over the cases that name their replica; empty if none does.
+std::string ServedByLine(const Report& report);
 
 }  // namespace attn::client

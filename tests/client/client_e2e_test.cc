@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/npy.h"
 #include "server_process.h"
@@ -266,14 +267,19 @@ TEST_F(ClientE2E, WhatABackendCannotRunIsUnsupportedNotAFailure) {
       << r.err;
 }
 
+// Options out of the server's rules refuse the whole job: one line naming the rule, exit 2, and
+// no table of cases that never ran.
 TEST_F(ClientE2E, OptionsTheServerRefusesExitTwoWithItsRule) {
   ClientRun r = Client(Target() +
-                       " bench --seq-lens=16 --heads=1 --head-dims=16 --backends=cpu --budget=120");
+                       " bench --seq-lens=16,32,64 --heads=1 --head-dims=16 --backends=cpu "
+                       "--budget=120");
   EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_NE(r.out.find("options.case_budget_seconds: must be in (0, 60], got 120"),
+  EXPECT_NE(r.err.find("attn-client: the server refused the job: INVALID_ARGUMENT: "
+                       "options.case_budget_seconds: must be in (0, 60], got 120"),
             std::string::npos)
-      << r.out;
-  EXPECT_EQ(r.out.find("INVALID_ARGUMENT: INVALID_ARGUMENT"), std::string::npos) << r.out;
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.out, "");
 }
 
 // On a terminal (util-linux `script` gives the client a pseudo-terminal) progress is a bar
@@ -519,23 +525,34 @@ TEST_F(ClientE2E, ReportRendersItsChartsInHeadlessChromium) {
   EXPECT_GT(CountColor(img, 0x1f2328), 500) << "no text on the page; see " << png;
 }
 
+// A tokens file of `lines` ("NAME SECRET [ROLE]" each) holding each secret's SHA-256 only, mode
+// 0600 (attn-server refuses a tokens file others can read).
+std::string WriteTokensFile(const std::string& dir, const std::vector<std::string>& lines) {
+  mkdir(dir.c_str(), 0700);
+  std::ofstream out(dir + "/tokens.txt");
+  for (const std::string& line : lines) {
+    std::vector<std::string> words = absl::StrSplit(line, ' ');
+    FILE* p = popen(("printf %s " + words[1] + " | sha256sum | cut -d' ' -f1").c_str(), "r");
+    char hex[80] = {};
+    EXPECT_NE(fgets(hex, sizeof(hex), p), nullptr);
+    pclose(p);
+    words[1] = std::string(hex, 64);
+    out << absl::StrJoin(words, " ") << "\n";
+  }
+  out.close();
+  chmod((dir + "/tokens.txt").c_str(), 0600);
+  return dir + "/tokens.txt";
+}
+
 // A cohort server (TLS, tokens) and the one-line errors a participant gets for each mistake:
 // plaintext against TLS, an untrusted certificate, no token; then the right flags work and an
 // error names the server's request id.
 TEST(ClientIdentity, EachMistakeGetsAOneLineErrorSayingWhatToFix) {
   const std::string dir = ScratchDir() + "client_tls";
   if (auto why = ::attn::testing::MakeTestCertificates(dir); !why.empty()) GTEST_SKIP() << why;
-  // alice's token is "alice-secret"; the file holds its SHA-256 only.
-  const std::string hash_cmd = "printf %s alice-secret | sha256sum | cut -d' ' -f1";
-  FILE* p = popen(hash_cmd.c_str(), "r");
-  char hex[80] = {};
-  ASSERT_NE(fgets(hex, sizeof(hex), p), nullptr);
-  pclose(p);
-  std::ofstream(dir + "/tokens.txt") << "alice " << std::string(hex, 64) << "\n";
-  chmod((dir + "/tokens.txt").c_str(), 0600);  // attn-server refuses a tokens file others can read
-  ServerProcess server(
-      "tls", {"--tls_cert_file=" + dir + "/server.crt", "--tls_key_file=" + dir + "/server.key",
-              "--tokens_file=" + dir + "/tokens.txt"});
+  const std::string tokens = WriteTokensFile(dir, {"alice alice-secret"});
+  ServerProcess server("tls", {"--tls_cert_file=" + dir + "/server.crt",
+                               "--tls_key_file=" + dir + "/server.key", "--tokens_file=" + tokens});
   ASSERT_GT(server.port(), 0) << ReadTextFile(server.log());
   const std::string target = absl::StrCat("--target=localhost:", server.port(), " --timeout=10");
   const auto one_line = [](const ClientRun& r) { return r.err.find('\n') == r.err.size() - 1; };
@@ -574,6 +591,29 @@ TEST(ClientIdentity, EachMistakeGetsAOneLineErrorSayingWhatToFix) {
   EXPECT_EQ(env_ca.rc, 0) << env_ca.err;
   ClientRun flag = Client(tls + " --token=alice-secret info");
   EXPECT_EQ(flag.rc, 0) << flag.err;
+}
+
+// A suite a participant may not run is refused once: one call reaches the server (its log has
+// one RunBenchmark line, so one refusal in its metrics), and the client says so in one line,
+// even with several calls allowed at once; not a PERMISSION_DENIED per case of the suite.
+TEST(ClientRefusal, ASuiteTheParticipantMayNotRunIsRefusedOnce) {
+  const std::string tokens =
+      WriteTokensFile(ScratchDir() + "client_refusal", {"bob bob-secret participant"});
+  ServerProcess server("refusal", {"--tokens_file=" + tokens});
+  ASSERT_GT(server.port(), 0) << ReadTextFile(server.log());
+  ClientRun r = Client("--target=" + server.address() +
+                       " --token=bob-secret bench --suite=large --parallel=4");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("attn-client: the server refused the job: PERMISSION_DENIED: bob: the "
+                       "large suite is for admins"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  const std::string log = ReadTextFile(server.log());
+  size_t calls = 0;
+  for (size_t at = 0; (at = log.find("rpc=RunBenchmark", at)) != std::string::npos; ++at) ++calls;
+  EXPECT_EQ(calls, 1u) << log;
 }
 
 // A token copied from a chat brings a newline, a space or a non-breaking space along: a clear

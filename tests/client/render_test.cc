@@ -8,14 +8,21 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <regex>
 #include <set>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "attn/inputs.h"
 #include "client/report.h"
+#include "client/report_spec.h"
+#include "client/svg_chart.h"
 #include "proto/status.h"
 
 namespace attn::client {
@@ -309,11 +316,18 @@ TEST(Render, HtmlIsSelfContainedAndHasEveryChart) {
   for (const char* external : {"<script", "<link", "src=", "href=\"http", "url(", "@import"}) {
     EXPECT_EQ(html.find(external), std::string::npos) << "external asset: " << external;
   }
-  for (const char* part : {"Sequence-length sweep", "Batch-size sweep", "Attention timing", "MHA",
-                           "GQA", "MQA", "Correctness", "FP8 vs bf16", "Delayed scaling",
-                           "amax_history_len=1024", "<svg", "</html>"}) {
+  for (const char* part : {"MHA", "GQA", "MQA", "TransformerEngine delayed scaling",
+                           "amax_history_len=1024", "Every case", "<svg", "</html>"}) {
     EXPECT_NE(html.find(part), std::string::npos) << part;
   }
+  // The same tables as the terminal's, each under its title, and the charts the spec gives them:
+  // the default shape's bars, a line chart per sweep, the variants' and FP8's bars.
+  for (const ReportTable& t : ReportTables(Fixture())) {
+    EXPECT_NE(html.find("<h2>" + HtmlEscape(t.title) + "</h2>"), std::string::npos) << t.title;
+  }
+  size_t charts = 0;
+  for (size_t at = 0; (at = html.find("<svg", at)) != std::string::npos; ++at) ++charts;
+  EXPECT_EQ(charts, 5u);
   // Axis titles with units on the sweep charts.
   EXPECT_NE(html.find("ms per call"), std::string::npos);
   EXPECT_NE(html.find("Sequence length T"), std::string::npos);
@@ -325,6 +339,122 @@ TEST(Render, HtmlIsSelfContainedAndHasEveryChart) {
   const std::string escaped = RenderHtml(rep);
   EXPECT_EQ(escaped.find("<script>alert"), std::string::npos);
   EXPECT_NE(escaped.find("&lt;script&gt;"), std::string::npos);
+}
+
+// A sweep run with --check: its numerics reach the terminal in a table right under the sweep,
+// as a list section's do in its own columns.
+TEST(Render, ACheckedSweepShowsItsNumericsUnderItsTable) {
+  Report rep = Fixture();
+  for (CaseRecord& c : rep.cases) {
+    if (c.result.case_().section() != "sequence sweep" || !IsOk(c.result)) continue;
+    c.result.set_max_abs_error(1.5e-3);
+    c.result.set_rel_l2_error(2e-4);
+    c.result.set_numerics("vs float64 reference on the host");
+  }
+  const std::vector<ReportTable> tables = ReportTables(rep);
+  std::vector<std::string> keys;
+  for (const ReportTable& t : tables) keys.push_back(t.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"timing", "sequence sweep", "sequence sweep numerics",
+                                            "batch sweep", "MHA/GQA/MQA", "correctness",
+                                            "causal effect", "FP8 vs bf16", "fp8"}));
+  const ReportTable& numerics = tables[2];
+  EXPECT_EQ(numerics.title, "Numerics against the reference — sequence sweep");
+  EXPECT_EQ(numerics.headers, (std::vector<std::string>{"Backend", "Problem", "Max |err|",
+                                                        "Rel L2 err", "Reference"}));
+  ASSERT_EQ(numerics.rows.size(), 5u);  // the unsupported case has no numerics
+  EXPECT_EQ(numerics.rows[0],
+            (std::vector<std::string>{"naive float32", "B4 T64 S64 N8 K8 H64", "1.50e-03",
+                                      "2.00e-04", "vs float64 reference on the host"}));
+  EXPECT_NE(RenderTables(rep).find(numerics.Render()), std::string::npos);
+  // Without --check (the golden run) there is no such table.
+  for (const ReportTable& t : ReportTables(Fixture())) EXPECT_NE(t.key, "sequence sweep numerics");
+}
+
+// Cases sent without a section (attn_client's default) make one table, "Cases", found by "cases".
+TEST(Render, CasesWithoutASectionAreTheCasesTable) {
+  Report rep = Fixture();
+  rep.cases.resize(1);
+  rep.cases[0].result.mutable_case_()->clear_section();
+  rep.cases[0].result.mutable_case_()->mutable_shape()->set_q_len(32);
+  const std::vector<ReportTable> tables = ReportTables(rep);
+  ASSERT_EQ(tables.size(), 1u);
+  EXPECT_EQ(tables[0].key, "cases");
+  EXPECT_EQ(tables[0].title, "Cases");
+  EXPECT_EQ(tables[0].rows[0][1], "B4 T32 S32 N8 K8 H64");
+}
+
+// Every placeholder and condition of the spec names a field a case or the report has, and every
+// format it names is defined: a typo would otherwise print an empty cell.
+TEST(ReportSpec, EveryFieldAndFormatItNamesExists) {
+  const Json& spec = ReportSpec();
+  std::set<std::string> fields = {
+      "server", "summary",      "wall_seconds",     "timing",
+      "peer",   "section_name", "takes_fp8_recipe", "full_precision_peer"};
+  for (const Json& column : spec.at("case_columns")) {
+    for (const Json& c : column.contains("present") ? column["columns"] : Json::array({column})) {
+      fields.insert(c.at("name").get<std::string>());
+    }
+  }
+  for (const auto& [label, text] : spec.at("labels").items()) fields.insert(label);
+  std::set<std::string> formats = {"", "kv_lens", "names", "capitalized"};
+  for (const auto& [name, format] : spec.at("formats").items()) formats.insert(name);
+  auto known = [&](const std::string& path) {
+    for (absl::string_view part : absl::StrSplit(path, '/')) {
+      const std::string head(part.substr(0, part.find('.')));
+      if (!fields.count(head)) return false;
+    }
+    return true;
+  };
+  const std::regex placeholder("\\{([^{}:]*):?([^{}]*)\\}");
+  int checked = 0;
+  std::function<void(const Json&, const std::string&)> walk = [&](const Json& v,
+                                                                  const std::string& key) {
+    if (v.is_structured()) {
+      for (auto it = v.begin(); it != v.end(); ++it) walk(*it, v.is_object() ? it.key() : key);
+      return;
+    }
+    if (!v.is_string() || key == "about") return;
+    const std::string text = v.get<std::string>();
+    if (key == "if" || key == "select" || key == "when" || key == "all" || key == "shown_if_any" ||
+        key == "where") {
+      const std::string clauses = absl::StrReplaceAll(text, {{" and ", "&"}, {" or ", "|"}});
+      for (absl::string_view clause : absl::StrSplit(clauses, absl::ByAnyChar("&|"))) {
+        std::vector<std::string> words = absl::StrSplit(clause, ' ', absl::SkipEmpty());
+        for (size_t i : {size_t{0}, size_t{2}}) {
+          if (i >= words.size()) continue;
+          std::string w = words[i];
+          if (!w.empty() && w[0] == '!') w.erase(0, 1);
+          double number;
+          if (w.empty() || w[0] == '\'' || w == "true" || w == "false" || w == "null" ||
+              absl::SimpleAtod(w, &number))
+            continue;
+          EXPECT_TRUE(known(w)) << "condition '" << text << "' names " << w;
+          ++checked;
+        }
+      }
+      return;
+    }
+    for (std::sregex_iterator it(text.begin(), text.end(), placeholder), end; it != end; ++it) {
+      EXPECT_TRUE(known((*it)[1])) << "'" << text << "' names " << (*it)[1];
+      EXPECT_TRUE(formats.count((*it)[2])) << "'" << text << "' formats with " << (*it)[2];
+      ++checked;
+    }
+  };
+  walk(spec, "");
+  EXPECT_GT(checked, 100);
+}
+
+// attn/records.h's rules, which attn-bench's CSV and JSON follow too.
+TEST(Records, NumbersCsvAndJsonFollowOneSetOfRules) {
+  const Json record = {{"name", "a \"b\", c"},
+                       {"ms", 0.123456789},
+                       {"whole", 2.0},
+                       {"none", std::nan("")},
+                       {"list", {1.0000001, 3.5}}};
+  EXPECT_EQ(RecordsJson(record),
+            R"({"name":"a \"b\", c","ms":0.123457,"whole":2,"none":null,"list":[1,3.5]})");
+  EXPECT_EQ(RecordsCsv({"name", "ms", "none", "missing"}, {record}),
+            "name,ms,none,missing\r\n\"a \"\"b\"\", c\",0.123457,,\r\n");
 }
 
 }  // namespace
