@@ -1,11 +1,13 @@
-"""Builds attn_client with its gRPC stubs generated from the repository's proto/ by grpcio-tools.
+"""Builds attn_client with its gRPC stubs generated from the repository's proto/ by grpcio-tools,
+and the report's definition, client/report_spec.json (which attn-client compiles in), as package
+data.
 
 The stubs are written into the build tree only (never into src/, never committed), under the
 private package attn_client._proto: protoc sees each file under the virtual path
 attn_client/_proto/<path>, so the generated imports stay inside attn_client and no top-level
 `attention` package is installed. The protos are found in $ATTN_PROTO_DIR, in proto/ beside
 this file (an sdist carries a copy there), or in the repository's proto/ two levels up (pip's
-in-tree build of ./client/python).
+in-tree build of ./client/python); the report spec beside this file (an sdist) or one level up.
 """
 import os
 import pathlib
@@ -18,6 +20,7 @@ from setuptools.command.sdist import sdist
 HERE = pathlib.Path(__file__).resolve().parent
 PROTOS = ("attention/v1/attention.proto", "grpc/health/v1/health.proto")
 PACKAGE = "attn_client/_proto"
+REPORT_SPEC = "report_spec.json"
 
 
 def proto_root() -> pathlib.Path:
@@ -27,6 +30,14 @@ def proto_root() -> pathlib.Path:
             return pathlib.Path(c)
     raise SystemExit(f"attn_client: no {PROTOS[0]} under $ATTN_PROTO_DIR, {HERE / 'proto'} or "
                      f"{HERE.parent.parent / 'proto'}; build from the attn repository (pip install ./client/python)")
+
+
+def report_spec() -> pathlib.Path:
+    for c in (HERE / REPORT_SPEC, HERE.parent / REPORT_SPEC):
+        if c.is_file():
+            return c
+    raise SystemExit(f"attn_client: no {REPORT_SPEC} in {HERE} or {HERE.parent}; build from the attn repository "
+                     "(pip install ./client/python)")
 
 
 def generate_stubs(out_dir: pathlib.Path) -> None:
@@ -52,6 +63,7 @@ class BuildPyWithStubs(build_py):
     def run(self):
         super().run()
         generate_stubs(pathlib.Path(self.build_lib))
+        shutil.copyfile(report_spec(), pathlib.Path(self.build_lib) / "attn_client" / REPORT_SPEC)
 
 
 class SdistWithProtos(sdist):
@@ -62,6 +74,7 @@ class SdistWithProtos(sdist):
             dest = pathlib.Path(base_dir) / "proto" / p
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / p, dest)
+        shutil.copyfile(report_spec(), pathlib.Path(base_dir) / REPORT_SPEC)
 
 
 setup(cmdclass={"build_py": BuildPyWithStubs, "sdist": SdistWithProtos})

@@ -116,4 +116,7 @@ def test_info_and_health(client):
     assert "codelab" in info.suites
     assert info.supports("cpu", "float32") and not info.gpu
     assert info.reason("cudnn") == "cudnn: needs a CUDA device"
+    # The proto's own messages, every field (suite_cases, limits.max_job_seconds, ...) included.
+    assert isinstance(info.devices[0], attn_client.DeviceInfo) and isinstance(info.limits, attn_client.Limits)
+    assert info.limits.max_job_seconds > 0 and [s.name for s in info.suite_cases] == list(info.suites)
     assert client.health() == attn_client.Health(server="SERVING", attention="SERVING")

@@ -49,13 +49,19 @@ def test_dataframe_has_the_clis_columns(results):
 
 def test_tables_of_a_live_job(results):
     keys = [t.key for t in results.tables()]
-    assert keys == ["sequence sweep", "batch sweep", "MHA/GQA/MQA", "correctness", "causal effect"]
+    assert keys == ["sequence sweep", "sequence sweep numerics", "batch sweep", "batch sweep numerics", "MHA/GQA/MQA",
+                    "MHA/GQA/MQA numerics", "correctness", "causal effect"]
     for t in results.tables():
         assert t.rows and all(any(cell for cell in row) for row in t.rows), t.title
     seq = results.table("sequence sweep")
     assert seq.title == "Sequence-length sweep — B=2, N=4, H=32"
     assert seq.headers == ["Seq len", "cpu float32 (ms)"] and [r[0] for r in seq.rows] == ["16", "32", "64"]
     assert [r[0] for r in results.table("MHA/GQA/MQA").rows] == ["MHA", "GQA", "MQA"]
+    # check=True: each sweep's numerics follow it, as attn-client prints them.
+    numerics = results.table("sequence sweep numerics")
+    assert numerics.title == "Numerics against the reference — sequence sweep"
+    assert [r[1] for r in numerics.rows] == [f"B2 T{t} S{t} N4 K4 H32" for t in (16, 32, 64)]
+    assert all(0 <= float(r[2]) < 1e-5 and r[4] for r in numerics.rows)
     assert results.table("correctness").notes == ["  n/a  naive bfloat16: naive: needs a CUDA device"]
     effect = results.table("causal effect")
     assert float(effect.rows[0][1]) > 0.1 and float(effect.rows[1][1]) < 1e-2
@@ -124,3 +130,16 @@ def test_cases_with_kv_lens_get_their_own_rows_and_the_kv_bandwidth(client):
                                               "B3 T1 S64 N4 K4 H32 kv_lens=[1,64,20]"]
     assert all(float(row[4]) > 0 for row in table.rows)
     assert all(r.max_abs_error < 1e-5 for r in results.cases)
+
+
+def test_cases_without_a_section_are_the_cases_table(client):
+    # Cases sent without a section make one table, found by "cases" (or its title), as
+    # attn-client names it.
+    sweep = client.bench(cases=[attn_client.Case(batch=1, seq_len=t, **SMALL) for t in (16, 32)], repeats=1,
+                         warmup=0, progress=False)
+    assert [t.key for t in sweep.tables()] == ["cases"]
+    assert sweep.table("cases").title == "Sequence-length sweep — B=1, N=4, H=32"
+    assert sweep.table("Sequence-length sweep — B=1, N=4, H=32").key == "cases"
+    assert sweep.plot("cases").axes[0].get_title() == "Attention latency vs sequence length"
+    one = client.bench(cases=[attn_client.Case(batch=1, seq_len=16, **SMALL)], repeats=1, warmup=0, progress=False)
+    assert one.table("cases").title == "Cases" and one.table("cases").rows[0][1] == "B1 T16 S16 N4 K4 H32"

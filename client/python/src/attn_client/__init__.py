@@ -9,13 +9,14 @@
 All measuring happens on the server; errors raise AttnError with the gRPC code and the
 server's message.
 """
-from attn_client.client import (AttendInfo, BackendVerdict, Case, Client, DeviceInfo, Health, Limits, ServerInfo,
-                                parse_target)
+from attn_client._proto.attention.v1.attention_pb2 import BackendVerdict, CaseResult, DeviceInfo, Limits
+from attn_client.client import AttendInfo, Case, Client, Health, ServerInfo, parse_target
 from attn_client.errors import AttnError
 from attn_client.reference import Check, check, reference
-from attn_client.results import Results, Table
+from attn_client.results import Results
+from attn_client.table import Table
 
 __version__ = "0.1.0"
 
-__all__ = ["AttendInfo", "AttnError", "BackendVerdict", "Case", "Check", "Client", "DeviceInfo", "Health", "Limits",
-           "Results", "ServerInfo", "Table", "check", "parse_target", "reference"]
+__all__ = ["AttendInfo", "AttnError", "BackendVerdict", "Case", "CaseResult", "Check", "Client", "DeviceInfo", "Health",
+           "Limits", "Results", "ServerInfo", "Table", "check", "parse_target", "reference"]

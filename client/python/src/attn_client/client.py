@@ -8,7 +8,7 @@ import socket
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import grpc
@@ -20,7 +20,7 @@ from attn_client._proto.attention.v1 import attention_pb2_grpc as pb_grpc
 from attn_client._proto.grpc.health.v1 import health_pb2, health_pb2_grpc
 from attn_client.errors import AttnError, invalid
 from attn_client.identity import check_plaintext_token, check_token
-from attn_client.results import Results, problem_label, series_label_of_case, status_name
+from attn_client.results import Results, case_text
 
 DEFAULT_TARGET = "localhost:50051"
 # Per-call deadline of info, health and attend when the Client sets none (attn-client's too);
@@ -29,57 +29,23 @@ DEFAULT_CALL_TIMEOUT_S = 60.0
 ATTENTION_SERVICE = "attention.v1.AttentionService"
 
 
-# --- plain results of info() and health() ------------------------------------------------------
+# --- what info() and health() return ---------------------------------------------------------
 
-@dataclass
-class DeviceInfo:
-    index: int = 0
-    kind: str = ""  # "cuda" or "cpu"
-    name: str = ""
-    compute_capability: int = 0  # 90 for sm_90; 0 on the CPU
-    total_memory_bytes: int = 0
-    arena_bytes: int = 0
-    workers: int = 0
-    multiprocessors: int = 0
-
-
-@dataclass
-class BackendVerdict:
-    backend: str = ""
-    description: str = ""
-    device: int = 0
-    dtype: str = ""
-    supported: bool = False
-    reason: str = ""
-
-
-@dataclass
-class Limits:
-    max_request_bytes: int = 0
-    queue_depth: int = 0
-    max_cases: int = 0
-    max_warmup: int = 0
-    max_repeats: int = 0
-    max_case_budget_seconds: float = 0.0
-    default_deadline_seconds: float = 0.0
-    max_call_seconds: float = 0.0  # cost admission: one call's estimated device time
-    max_job_seconds: float = 0.0  # one benchmark job's, and the longest deadline a call may have
-    max_host_bytes: int = 0
-
-
-@dataclass
 class ServerInfo:
-    version: str = ""
-    hostname: str = ""
-    cuda_runtime_version: int = 0
-    cuda_driver_version: int = 0
-    cudnn_version: str = ""
-    devices: list[DeviceInfo] = field(default_factory=list)
-    backends: list[BackendVerdict] = field(default_factory=list)
-    limits: Limits = field(default_factory=Limits)
-    cpu_fallback: bool = False
-    note: str = ""
-    suites: list[str] = field(default_factory=list)
+    """GetServerInfo's reply: every field as attention.v1.ServerInfo has it (info.version,
+    info.devices[0].name, info.backends, info.limits.max_cases, info.suites, ...; `proto` is the
+    message itself), and what a notebook asks of it."""
+
+    def __init__(self, proto: pb.ServerInfo):
+        self.proto = proto
+
+    def __getattr__(self, name: str):
+        if name == "proto":  # not set yet (a copy being made)
+            raise AttributeError(name)
+        return getattr(self.proto, name)
+
+    def __repr__(self) -> str:
+        return f"ServerInfo({self.proto.version} on {self.proto.hostname})"
 
     def supports(self, backend: str, dtype: str | None = None) -> bool:
         """Whether `backend` runs the reference problem (in `dtype`, or in any) on some device."""
@@ -94,11 +60,11 @@ class ServerInfo:
 
     @property
     def gpu(self) -> bool:
-        return any(d.kind == "cuda" for d in self.devices) and not self.cpu_fallback
+        return any(d.kind == "cuda" for d in self.proto.devices) and not self.proto.cpu_fallback
 
-    def _verdicts(self, backend, dtype):
-        want = arrays.dtype_name(dtype) if dtype else None
-        return [v for v in self.backends if v.backend == backend and (want is None or v.dtype == want)]
+    def _verdicts(self, backend: str, dtype: str | None) -> list[pb.BackendVerdict]:
+        want = pb.DType.Value(arrays.dtype_name(dtype).upper()) if dtype else None
+        return [v for v in self.proto.backends if v.backend == backend and want in (None, v.dtype)]
 
 
 @dataclass
@@ -124,27 +90,6 @@ class AttendInfo:
     device_seconds: float
     total_seconds: float
     output: np.ndarray | None = None  # attend_generated(..., output=True) only
-
-
-def _from_proto(cls, msg):
-    """A dataclass of `cls` from a proto message of the same field names; enums by name."""
-    values = {}
-    for f in fields(cls):
-        if not hasattr(msg, f.name):
-            continue
-        value = getattr(msg, f.name)
-        if f.name == "dtype":
-            value = pb.DType.Name(value).lower()
-        elif f.name == "devices":
-            value = [_from_proto(DeviceInfo, m) for m in value]
-        elif f.name == "backends":
-            value = [_from_proto(BackendVerdict, m) for m in value]
-        elif f.name == "limits":
-            value = _from_proto(Limits, value)
-        elif f.name == "suites":
-            value = list(value)
-        values[f.name] = value
-    return cls(**values)
 
 
 # --- benchmark cases ---------------------------------------------------------------------------
@@ -329,7 +274,7 @@ class Client:
 
     def info(self) -> ServerInfo:
         """Versions, devices, every backend's verdict on each device and dtype, limits, suites."""
-        return _from_proto(ServerInfo, self._server_info_proto())
+        return ServerInfo(self._server_info_proto())
 
     def _server_info_proto(self) -> pb.ServerInfo:
         return self._unary(self._stub.GetServerInfo, pb.GetServerInfoRequest())
@@ -502,7 +447,7 @@ class _Progress:
 
     def case(self, started) -> None:
         if self.bar is not None:
-            self.bar.set_postfix_str(_case_label(started.case), refresh=True)
+            self.bar.set_postfix_str(case_text(pb.CaseResult(case=started.case), "{series} {problem}"), refresh=True)
 
     def done(self, result) -> None:
         self.count += 1
@@ -511,12 +456,9 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(1)
         else:
-            print(f"[{self.count}/{self.total}] {_case_label(result.case)}: {status_name(result)}", file=sys.stderr)
+            print(f"[{self.count}/{self.total}] {case_text(result, '{series} {problem}: {status}')}", file=sys.stderr)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
 
-
-def _case_label(c) -> str:
-    return f"{series_label_of_case(c)} {problem_label(c)}"
