@@ -24,6 +24,8 @@
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "attn-server address");
 ABSL_FLAG(std::string, shape, "4,128,8,64", "B,T,N,H");
+ABSL_FLAG(int, kv_heads, 0, "key/value heads K (GQA/MQA); 0: K = N");
+ABSL_FLAG(bool, causal, false, "causal masking");
 ABSL_FLAG(std::string, dtype, "bfloat16", "float32, bfloat16 or float16");
 ABSL_FLAG(std::string, backend, "auto", "backend name");
 ABSL_FLAG(int, clients, 1, "concurrent clients, one channel each");
@@ -75,14 +77,19 @@ int main(int argc, char** argv) {
   req.mutable_shape()->set_q_len(dims[1]);
   req.mutable_shape()->set_num_heads(dims[2]);
   req.mutable_shape()->set_head_dim(dims[3]);
+  req.mutable_shape()->set_num_kv_heads(absl::GetFlag(FLAGS_kv_heads));
+  req.set_causal(absl::GetFlag(FLAGS_causal));
   req.set_dtype(dtype);
   req.set_backend(absl::GetFlag(FLAGS_backend));
   req.set_omit_output(absl::GetFlag(FLAGS_omit_output));
   const int64_t bytes = dims[0] * dims[1] * dims[2] * dims[3] * elem;
+  const int64_t kv_heads =
+      absl::GetFlag(FLAGS_kv_heads) > 0 ? absl::GetFlag(FLAGS_kv_heads) : dims[2];
   if (absl::GetFlag(FLAGS_upload)) {
     std::string t(static_cast<size_t>(bytes), '\0');
     for (size_t i = 0; i < t.size(); i += 2) t[i + 1] = 0x3c;  // ~1.0 in bf16/fp16 high bytes
     req.mutable_tensors()->set_q(t);
+    t.resize(static_cast<size_t>(bytes / dims[2] * kv_heads));
     req.mutable_tensors()->set_k(t);
     req.mutable_tensors()->set_v(t);
   } else {
@@ -140,11 +147,13 @@ int main(int argc, char** argv) {
     errs += errors[c];
   }
   const double n = static_cast<double>(all_e2e.size());
+  const double kv_bytes = static_cast<double>(bytes / dims[2] * kv_heads);
   const double payload =
-      ((absl::GetFlag(FLAGS_upload) ? 3.0 : 0.0) + (absl::GetFlag(FLAGS_omit_output) ? 0.0 : 1.0)) *
-      static_cast<double>(bytes);
-  std::printf("shape %s %s clients %d calls %.0f errors %d upload %d omit_output %d\n",
-              absl::GetFlag(FLAGS_shape).c_str(), dt.c_str(), clients, n, errs,
+      (absl::GetFlag(FLAGS_upload) ? static_cast<double>(bytes) + 2 * kv_bytes : 0) +
+      (absl::GetFlag(FLAGS_omit_output) ? 0 : static_cast<double>(bytes));
+  std::printf("shape %s K %lld%s %s clients %d calls %.0f errors %d upload %d omit_output %d\n",
+              absl::GetFlag(FLAGS_shape).c_str(), static_cast<long long>(kv_heads),
+              absl::GetFlag(FLAGS_causal) ? " causal" : "", dt.c_str(), clients, n, errs,
               absl::GetFlag(FLAGS_upload) ? 1 : 0, absl::GetFlag(FLAGS_omit_output) ? 1 : 0);
   std::printf(
       "end-to-end ms: p50 %.4f p99 %.4f | server total ms: p50 %.4f p99 %.4f | device ms: p50 "

@@ -88,3 +88,38 @@ gpu_judged() {
     _gpu_judged_one --batch=4 --heads=32 --kv_heads=$k --head_dim=128 --seq_lens=2048 --causal
   done
 }
+
+# gpu_server_ab NEW BASE: the judged shapes through attn-server (bundled programs NEW and BASE, the
+# landed one) beside each other: both serve the same GPU on loopback (no prewarm), and attn-load
+# sends each shape's Attends (inputs generated on the server, timings only) to NEW, BASE, NEW,
+# BASE; per run the end-to-end, server-total and device p50 in ms. Logs in $out/server-ab.log.
+gpu_server_ab() {
+  local new=$1 base=$2 bundle=${g:-.gpu} port=50061 name shape
+  for name in "$new" "$base"; do
+    "$bundle/run" "$name" --listen_address=127.0.0.1:$port --metrics_address= --prewarm_suite= \
+      > "$out/$name.log" 2>&1 &
+    port=$((port + 1))
+  done
+  for _ in $(seq 150); do
+    [ "$(grep -l 'SERVING' "$out/$new.log" "$out/$base.log" 2>/dev/null | wc -l)" = 2 ] && break
+    sleep 0.2
+  done
+  grep -hE 'SERVING|error' "$out/$new.log" "$out/$base.log" | cut -c1-160
+  for shape in "4,4096,16,128 --causal" "4,4096,16,128" "4,8192,16,128 --causal" "4,8192,16,128" \
+               "4,2048,32,128 --kv_heads=32 --causal" "4,2048,32,128 --kv_heads=8 --causal" \
+               "4,2048,32,128 --kv_heads=1 --causal" "4,128,8,64" "4,2048,8,64 --causal"; do
+    for round in 1 2; do
+      port=50061
+      for name in "$new" "$base"; do
+        # shellcheck disable=SC2086
+        timeout 60 "$bundle/run" attn-load --target=127.0.0.1:$port --shape=$shape \
+          --dtype=bfloat16 --upload=false --omit_output --calls=100 >> "$out/server-ab.log" 2>&1
+        printf '%-14s round %d %-42s %s\n' "$name" "$round" "$shape" \
+          "$(tail -2 "$out/server-ab.log" | grep -oE 'p50 [0-9.]+' | tr '\n' ' ')"
+        port=$((port + 1))
+      done
+    done
+  done
+  kill %1 %2 2>/dev/null
+  wait 2>/dev/null
+}

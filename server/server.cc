@@ -95,7 +95,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(const Se
 // A GPU context runs `suite` once (one call per case, numerics checked as a participant's
 // notebook asks), so the cuDNN plans and kernels the cohort's first job needs exist before the
 // first request: a shared server pays those builds at start-up, not in someone's first run.
-// Nothing on the CPU (no plans to build, and the cpu backend's suite takes minutes there).
+// Nothing on the CPU: no plans to build there.
 void Prewarm(DeviceContext& context, const std::string& suite) {
   if (context.info().kind != DeviceKind::kCuda) return;
   auto cases = ExpandSuite(suite, context.info());

@@ -62,7 +62,7 @@ struct BenchOptions {
   // and on the CPU.
   bool cuda_graph = false;
   int graph_calls = 20;
-  // Compare each output with a reference on the same inputs: the float64 cpu backend for
+  // Compare each output with a reference on the same inputs: the float64 reference backend for
   // problems of up to kMaxNumericsFlops, the naive backend in float32 on the GPU beyond.
   bool check_numerics = false;
   // Input sets cycled through call by call (1: the same buffers every call, as the peers time);
@@ -77,7 +77,7 @@ struct BenchOptions {
 
 inline constexpr double kMaxNumericsFlops = 4e9;
 
-// Whether check_numerics compares a case of `p` with the float64 cpu backend (on the host) rather
+// Whether check_numerics compares a case of `p` with the float64 reference (on the host) rather
 // than naive float32 on the GPU: at most kMaxNumericsFlops with every key counted (WithAllKeys),
 // so the choice, and the cost admission estimates for it, do not depend on kv_lens.
 bool NumericsOnHost(const AttentionProblem& p);
@@ -133,7 +133,7 @@ struct BenchResult {
   int64_t peak_arena_bytes = 0;  // inputs, output and workspace of this case
   std::string timing;            // "cuda events", "cuda graph (20 calls per replay)", "host clock"
   int input_sets = 1;            // input sets rotated through (BenchOptions::rotate_inputs)
-  // With check_numerics: max |out - ref| and ||out - ref|| / ||ref|| against the float64 cpu
+  // With check_numerics: max |out - ref| and ||out - ref|| / ||ref|| against the float64 reference
   // backend (problems up to kMaxNumericsFlops) or the naive backend in float32 on the GPU
   // (larger ones), or why they were not computed.
   double max_abs_error = -1;

@@ -47,7 +47,8 @@ absl::Status ReferenceOnHost(const AttentionProblem& p, uint64_t case_seed, cons
 }
 
 // The naive backend in true float32 on the GPU, on float32 copies of the case's inputs, for
-// problems too large for the cpu reference (its error vs float64 is ~1e-6, far below bf16's).
+// problems too large for the float64 reference on the host (its error vs float64 is ~1e-6, far
+// below bf16's).
 // Runs one batch and as many kv-head groups at a time as the arena's free space allows for the
 // (T, S) score matrices.
 absl::Status NaiveFloat32Reference(const CallPlan& reference, const AttentionProblem& p,
