@@ -49,7 +49,7 @@ std::string Section(const ReportTable& t) {
 
 constexpr char kStyle[] = R"(<style>
 body { font-family: sans-serif; margin: 24px auto; max-width: 1000px; color: #1f2328; }
-h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; } h3 { font-size: 15px; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; }
 table { border-collapse: collapse; margin: 8px 0 12px 0; font-size: 13px; }
 th { text-align: left; border-bottom: 1px solid #d0d7de; padding: 5px 8px; }
 td { border-bottom: 1px solid #eef1f4; padding: 5px 8px; }
