@@ -43,8 +43,8 @@ void Attends::Start(grpc::CallbackServerContext* context, std::shared_ptr<Call> 
   if (!converted.ok()) return finish(converted);
   // The request as held first: one too large for the participant's share is refused before
   // validation copies any of it.
-  auto held = calls.ReserveHost(*call, held_bytes,
-                                absl::StrFormat("%s (the request as held)", call->rpc));
+  auto held =
+      calls.ReserveHost(*call, held_bytes, absl::StrFormat("%s (the request as held)", call->rpc));
   if (!held.ok()) return finish(held.status());
   call->host = *std::move(held);
   const ServiceConfig& config = calls.config();
@@ -158,7 +158,8 @@ void Attends::Start(grpc::CallbackServerContext* context, std::shared_ptr<Call> 
     calls.metrics().QueueWait(device->index(), call->queue_s);
     const absl::Status status = run(dc);
     if (status.ok()) {
-      calls.metrics().DeviceTime(planned.backend->name(), std::string(DTypeName(planned.problem.dtype)),
+      calls.metrics().DeviceTime(planned.backend->name(),
+                                 std::string(DTypeName(planned.problem.dtype)),
                                  planned.problem.causal, call->device_s);
     }
     calls.HeldDevice(*call, Seconds(Clock::now() - start));

@@ -81,9 +81,9 @@ absl::Status BenchmarkJob::AdmitCost(int64_t request_bytes) {
   plans_.reserve(cases_.size());
   for (size_t i = 0; i < cases_.size(); ++i) {
     const BenchCase& c = cases_[i];
-    cases_bytes += static_cast<int64_t>(sizeof(BenchCase) + c.section.capacity() +
-                                        c.backend.capacity() +
-                                        c.problem.kv_lens.capacity() * sizeof(int32_t));
+    cases_bytes +=
+        static_cast<int64_t>(sizeof(BenchCase) + c.section.capacity() + c.backend.capacity() +
+                             c.problem.kv_lens.capacity() * sizeof(int32_t));
     // Each case's pieces are sized to its backend's measured rate. A case no backend can run
     // costs nothing: its plan's error is its result.
     BenchOptions options = options_;
@@ -126,8 +126,8 @@ absl::Status BenchmarkJob::AdmitCost(int64_t request_bytes) {
   const int64_t held = request_bytes + cases_bytes + check_bytes +
                        static_cast<int64_t>(plans_.capacity() * sizeof(plans_[0])) +
                        (kMaxUnreadEvents + 2) * kEventBytes;
-  auto host = calls_.ReserveHost(
-      *call_, held, "the job (its request, cases, numerics checks and unread events)");
+  auto host = calls_.ReserveHost(*call_, held,
+                                 "the job (its request, cases, numerics checks and unread events)");
   if (!host.ok()) return host.status();
   call_->host = *std::move(host);
   return absl::OkStatus();
@@ -161,9 +161,8 @@ void BenchmarkJob::RunCase(DeviceContext& context, Clock::time_point queued, siz
   Send(std::move(started));
 
   // The case's seed in the whole job; the plan admitted for it.
-  const BenchResult r = RunPlannedCase(c, plans_[index], options_,
-                                       CaseSeed(options_.seed, job_index), context,
-                                       call_->stop.get());
+  const BenchResult r = RunPlannedCase(
+      c, plans_[index], options_, CaseSeed(options_.seed, job_index), context, call_->stop.get());
   calls_.metrics().BenchmarkCase(r.backend, CodeName(r.status.code()));
   call_->device_s += r.stats.mean * r.stats.count / 1e3;
   if (r.status.ok()) {
@@ -194,10 +193,9 @@ void BenchmarkJob::Next(size_t index) {
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int>(pending_.size()) >= kMaxUnreadEvents && !end_requested_) {
       paused_at_ = index + 1;
-      calls_.At(Clock::now() + kPausedPoll,
-                [weak = std::weak_ptr<BenchmarkJob>(self_)] {
-                  if (auto job = weak.lock()) job->PausedPastDeadline();
-                });
+      calls_.At(Clock::now() + kPausedPoll, [weak = std::weak_ptr<BenchmarkJob>(self_)] {
+        if (auto job = weak.lock()) job->PausedPastDeadline();
+      });
       return;
     }
   }
@@ -322,8 +320,8 @@ absl::Status BenchmarkJob::Stopped(const absl::Status& why, size_t done, int tot
                         "--max_job_seconds) or run fewer cases",
                         done, total));
   }
-  return absl::Status(why.code(), absl::StrFormat("%s; stopped after %d of %d cases",
-                                                  why.message(), done, total));
+  return absl::Status(
+      why.code(), absl::StrFormat("%s; stopped after %d of %d cases", why.message(), done, total));
 }
 
 void BenchmarkJob::Send(v1::RunBenchmarkEvent event) {

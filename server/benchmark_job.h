@@ -68,11 +68,11 @@ class BenchmarkJob : public grpc::ServerWriteReactor<attention::v1::RunBenchmark
   std::shared_ptr<BenchmarkJob> self_;  // until OnDone: the tasks' references keep it alive
   DeviceWorkers* device_ = nullptr;
   BenchOptions options_;
-  std::vector<BenchCase> cases_;                     // those this call runs, in order
-  std::vector<absl::StatusOr<CasePlan>> plans_;      // per case (an error: its result's status)
-  std::vector<int> job_indices_;                     // cases_[i] is the job's case job_indices_[i]
-  int job_total_ = 0;                                // cases in the whole job
-  int ok_ = 0, unsupported_ = 0, failed_ = 0;        // touched by one case task at a time
+  std::vector<BenchCase> cases_;                 // those this call runs, in order
+  std::vector<absl::StatusOr<CasePlan>> plans_;  // per case (an error: its result's status)
+  std::vector<int> job_indices_;                 // cases_[i] is the job's case job_indices_[i]
+  int job_total_ = 0;                            // cases in the whole job
+  int ok_ = 0, unsupported_ = 0, failed_ = 0;    // touched by one case task at a time
 
   std::mutex mu_;
   std::deque<attention::v1::RunBenchmarkEvent> pending_;  // front() is written while writing_

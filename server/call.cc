@@ -141,7 +141,7 @@ void Calls::Reply(const Call& call, std::function<void()> reply) {
     return reply();
   }
   At(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(config_.quota_refusal_delay_s)),
+                        std::chrono::duration<double>(config_.quota_refusal_delay_s)),
      std::move(reply));
 }
 

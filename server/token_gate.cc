@@ -10,13 +10,13 @@ namespace {
 // attn_requests_total's rpc label of a refused call: the method's name when it is one this
 // server serves, else "unknown" (labels stay bounded whatever paths callers send).
 std::string RpcLabel(absl::string_view path) {
-  static constexpr absl::string_view kServices[] = {
-      "/attention.v1.AttentionService/", "/inference.GRPCInferenceService/",
-      "/grpc.reflection.v1alpha.ServerReflection/"};
+  static constexpr absl::string_view kServices[] = {"/attention.v1.AttentionService/",
+                                                    "/inference.GRPCInferenceService/",
+                                                    "/grpc.reflection.v1alpha.ServerReflection/"};
   static constexpr absl::string_view kMethods[] = {
-      "GetServerInfo", "Attend",         "RunBenchmark",  "ServerLive",
-      "ServerReady",   "ModelReady",     "ServerMetadata", "ModelMetadata",
-      "ModelConfig",   "ModelInfer",     "ServerReflectionInfo"};
+      "GetServerInfo", "Attend",     "RunBenchmark",        "ServerLive",
+      "ServerReady",   "ModelReady", "ServerMetadata",      "ModelMetadata",
+      "ModelConfig",   "ModelInfer", "ServerReflectionInfo"};
   for (absl::string_view service : kServices) {
     if (!absl::StartsWith(path, service)) continue;
     const absl::string_view method = path.substr(service.size());
@@ -29,8 +29,8 @@ std::string RpcLabel(absl::string_view path) {
 
 }  // namespace
 
-grpc::Status TokenGate::Process(const InputMetadata& metadata, grpc::AuthContext*,
-                                OutputMetadata*, OutputMetadata*) {
+grpc::Status TokenGate::Process(const InputMetadata& metadata, grpc::AuthContext*, OutputMetadata*,
+                                OutputMetadata*) {
   const auto view = [](const grpc::string_ref& s) { return absl::string_view(s.data(), s.size()); };
   // Health answers everyone: Kubernetes' probes carry no token.
   const auto path = metadata.find(":path");
@@ -46,10 +46,9 @@ grpc::Status TokenGate::Process(const InputMetadata& metadata, grpc::AuthContext
   metrics_.Refusal("unauthenticated");
   int64_t suppressed = 0;
   if (log_.Allow(&suppressed)) {
-    LogFields fields = {
-        {"rpc", path == metadata.end() ? "" : Quoted(view(path->second))},
-        {"code", "UNAUTHENTICATED"},
-        {"error", std::string(participant.status().message())}};
+    LogFields fields = {{"rpc", path == metadata.end() ? "" : Quoted(view(path->second))},
+                        {"code", "UNAUTHENTICATED"},
+                        {"error", std::string(participant.status().message())}};
     if (suppressed > 0) fields.emplace_back("refusals_not_logged", std::to_string(suppressed));
     Log(spdlog::level::warn, "refused before the body", fields);
   }

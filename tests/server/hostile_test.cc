@@ -11,9 +11,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <mutex>
-#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -46,7 +46,8 @@ std::string Hex(const std::array<uint8_t, 32>& h) {
 // A tokens file (mode 0600) with a participant NAME per name, token "NAME-token"; its flag.
 std::string TokensFlag(const std::vector<std::string>& names, const std::string& file) {
   std::string text;
-  for (const std::string& n : names) absl::StrAppend(&text, n, " ", Hex(Sha256(n + "-token")), "\n");
+  for (const std::string& n : names)
+    absl::StrAppend(&text, n, " ", Hex(Sha256(n + "-token")), "\n");
   const std::string path = ScratchDir() + file;
   std::ofstream(path) << text;
   chmod(path.c_str(), 0600);
@@ -179,13 +180,12 @@ TEST(Hostile, WithTokensEveryServiceButHealthNeedsOneReflectionIncluded) {
     std::condition_variable cv;
     bool done = false;
     grpc::Status status;
-    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
-                      [&](grpc::Status s) {
-                        std::lock_guard<std::mutex> lock(mu);
-                        status = s;
-                        done = true;
-                        cv.notify_all();
-                      });
+    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      status = s;
+      done = true;
+      cv.notify_all();
+    });
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return done; });
     return status;
@@ -200,9 +200,9 @@ TEST(Hostile, WithTokensEveryServiceButHealthNeedsOneReflectionIncluded) {
   }
   EXPECT_TRUE(call("/grpc.health.v1.Health/Check", false).ok());
   EXPECT_TRUE(call("/attention.v1.AttentionService/GetServerInfo", true).ok());
-  EXPECT_NE(call("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", true)
-                .error_code(),
-            grpc::UNAUTHENTICATED);
+  EXPECT_NE(
+      call("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", true).error_code(),
+      grpc::UNAUTHENTICATED);
 }
 
 TEST(Hostile, UnauthenticatedLargeBodiesAreRefusedBeforeTheyAreRead) {
@@ -230,8 +230,8 @@ TEST(Hostile, UnauthenticatedLargeBodiesAreRefusedBeforeTheyAreRead) {
 }
 
 TEST(Hostile, TokensOverPlaintextBeyondLoopbackRefuseToStart) {
-  ServerProcess server("plaintext", {"--listen_address=0.0.0.0:0",
-                                     TokensFlag({"ada"}, "plaintext_tokens.txt")});
+  ServerProcess server("plaintext",
+                       {"--listen_address=0.0.0.0:0", TokensFlag({"ada"}, "plaintext_tokens.txt")});
   EXPECT_EQ(server.port(), 0) << "it serves tokens over plaintext on every address";
   const int status = server.exit_status();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
@@ -274,8 +274,7 @@ TEST(Hostile, AModelInferIsChargedForItsRequestAndTheAttendMadeOfIt) {
   infer.set_model_name("attention");
   const int64_t t = attend.shape().q_len();
   const char* names[] = {"Q", "K", "V"};
-  const std::string* data[] = {&attend.tensors().q(), &attend.tensors().k(),
-                               &attend.tensors().v()};
+  const std::string* data[] = {&attend.tensors().q(), &attend.tensors().k(), &attend.tensors().v()};
   for (int i = 0; i < 3; ++i) {
     auto* in = infer.add_inputs();
     in->set_name(names[i]);
@@ -300,8 +299,8 @@ TEST(Hostile, ABenchmarkJobWhoseReaderNeverReadsPausesAndStaysBounded) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 * 1024);
-  auto stub = v1::AttentionService::NewStub(grpc::CreateCustomChannel(
-      server.address(), grpc::InsecureChannelCredentials(), args));
+  auto stub = v1::AttentionService::NewStub(
+      grpc::CreateCustomChannel(server.address(), grpc::InsecureChannelCredentials(), args));
   v1::RunBenchmarkRequest job;
   for (int i = 0; i < 1000; ++i) {
     auto* c = job.mutable_cases()->add_cases();
@@ -315,7 +314,8 @@ TEST(Hostile, ABenchmarkJobWhoseReaderNeverReadsPausesAndStaysBounded) {
   auto reader = stub->RunBenchmark(&ctx, job);
   // The client reads nothing for 3 s: a thousand cases of microseconds each would be done.
   std::this_thread::sleep_for(std::chrono::seconds(3));
-  const std::regex cases("attn_benchmark_cases_total\\{backend=\"[a-z]+\",status=\"OK\"\\} ([0-9]+)");
+  const std::regex cases(
+      "attn_benchmark_cases_total\\{backend=\"[a-z]+\",status=\"OK\"\\} ([0-9]+)");
   std::smatch m;
   const std::string log = ReadTextFile(server.log());
   static const std::regex metrics_port("metrics=\"127.0.0.1:0 \\(port ([0-9]+)\\)\"");
@@ -370,9 +370,9 @@ TEST(Hostile, ErrorsQuotingWhatAClientSentStayShortInRepliesAndTheLog) {
 TEST(Hostile, AParticipantFillingTheQueueLeavesRoomForAnother) {
   // One worker, a queue of 8 and no per-participant queue cap below it: alone, the flooder
   // fills the queue; another participant's call still gets in and runs.
-  ServerProcess server("queue", {TokensFlag({"flood", "ada"}, "queue_tokens.txt"),
-                                 "--queue_depth=8", "--participant_max_queued=8",
-                                 "--participant_max_inflight=64"});
+  ServerProcess server("queue",
+                       {TokensFlag({"flood", "ada"}, "queue_tokens.txt"), "--queue_depth=8",
+                        "--participant_max_queued=8", "--participant_max_inflight=64"});
   ASSERT_GT(server.port(), 0) << ReadTextFile(server.log());
   std::atomic<bool> stop{false};
   std::atomic<int> flood_refused{0};
@@ -414,10 +414,10 @@ TEST(Hostile, AParticipantFillingTheQueueLeavesRoomForAnother) {
 
 TEST(Hostile, AParticipantHoldingTheHostBudgetLeavesRoomForAnother) {
   // 32 MiB of host memory; the flooder's 6 MiB Attends, 8 at once, would hold all of it.
-  ServerProcess server("host_share", {TokensFlag({"flood", "ada"}, "host_tokens.txt"),
-                                      "--max_request_mib=8", "--max_host_mib=32",
-                                      "--participant_max_inflight=64",
-                                      "--participant_max_queued=64", "--queue_depth=64"});
+  ServerProcess server(
+      "host_share",
+      {TokensFlag({"flood", "ada"}, "host_tokens.txt"), "--max_request_mib=8", "--max_host_mib=32",
+       "--participant_max_inflight=64", "--participant_max_queued=64", "--queue_depth=64"});
   ASSERT_GT(server.port(), 0) << ReadTextFile(server.log());
   std::atomic<bool> stop{false};
   std::atomic<int> flood_refused{0};
