@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds attn with its tests and runs them, then
 # the deployment checks (scripts/deploy-check.sh) with the attn-server it built.
-# GPU tests skip (with the reason) on machines without a GPU; run them on one with
-# bench/gpu_check.sh. CUDA code is built for one architecture (sm_90a, which includes the fused
-# backend's Hopper kernel) to keep CI short.
+# GPU tests skip (with the reason) on machines without a GPU; on a lent one, bench/gpu.sh runs
+# them (README.md's "Running the GPU tests"). CUDA code is built for one architecture (sm_90a,
+# which includes the fused backend's Hopper kernel) to keep CI short.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
