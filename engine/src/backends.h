@@ -18,8 +18,6 @@ std::unique_ptr<Backend> MakeFusedBackend();
 #if ATTN_HAVE_CUDNN
 std::unique_ptr<Backend> MakeCudnnBackend();
 std::unique_ptr<Backend> MakeCudnnFp8Backend();
-// Forces cudnn_fp8's batch chunks per call (1, 2 or 4 where it divides the batch); 0: its rule.
-void SetFp8ChunksOverride(int chunks);
 std::string CudnnLibraryVersion();  // "9.19.0", from cudnnGetVersion()
 #endif
 

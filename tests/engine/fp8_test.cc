@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "attn/attention.h"
 #include "attn/bench.h"
+#include "attn/overrides.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
 #include "engine/test_util.h"
@@ -770,7 +772,7 @@ TEST(CudnnFp8Backend, ChunkedCallsMatchTheWholeCall) {
     Run r{RunFp8(in, options, 3), {}};
     auto state = recipe.Read(gpu);
     if (state.ok()) r.state = *state;
-    SetFp8ChunksOverride(0);
+    SetFp8ChunksOverride(std::nullopt);
     return r;
   };
   const Run whole = run(1);
@@ -801,7 +803,7 @@ TEST(CudnnFp8Backend, ChunkedCallsMatchTheWholeCall) {
   // One upload launch and one timed replay: three calls in all, as above.
   auto replays = TimeGraphReplays(
       gpu, [&] { return RunAttention(*Fp8(), p, t, gpu, options); }, 1, 1);
-  SetFp8ChunksOverride(0);
+  SetFp8ChunksOverride(std::nullopt);
   ASSERT_TRUE(replays.ok()) << replays.status();
   std::vector<uint8_t> out(in.q.bytes.size());
   ASSERT_TRUE(gpu.CopyToHost(out.data(), t.out.data, out.size()).ok());

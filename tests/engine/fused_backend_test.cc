@@ -11,7 +11,7 @@
 #include "attn/registry.h"
 #include "engine/test_util.h"
 #include "fused/fused_kernels.h"
-#include "fused/split_kv_plan.h"
+#include "fused/heuristics.h"
 #include "gtest/gtest.h"
 
 namespace attn::testing {
@@ -39,18 +39,7 @@ std::vector<std::optional<FusedPath>> PathsFor(DType dtype, int64_t head_dim) {
 }
 
 std::string PathName(std::optional<FusedPath> path) {
-  if (!path.has_value()) return "auto";
-  switch (*path) {
-    case FusedPath::kMmaSync:
-      return "mma_sync";
-    case FusedPath::kWgmma:
-      return "wgmma";
-    case FusedPath::kSplitKv:
-      return "split_kv";
-    case FusedPath::kWgmmaWs:
-      return "wgmma_ws";
-  }
-  return "?";
+  return path.has_value() ? std::string(FusedPathName(*path)) : "auto";
 }
 
 // Forces the fused backend onto one kernel for a scope.
@@ -110,7 +99,7 @@ TEST(FusedSupport, RefusesGridsBeyondCudasLimits) {
 
 TEST(FusedWorkspace, IsZeroButForSplitKvPartials) {
   ATTN_REQUIRE_FUSED();
-  // Prefill kernels need none; split-KV's partial outputs are sized by split_kv_plan.h (its
+  // Prefill kernels need none; split-KV's partial outputs are sized by heuristics.h (its
   // tests), and on a device only: this machine's context has no shared memory to plan for.
   const auto p = AttentionProblem::SelfAttention(4, 8192, 16, 128, DType::kBFloat16, true);
   EXPECT_EQ(Fused()->WorkspaceBytes(p, SharedCpuContext()).value(), 0);

@@ -1,12 +1,11 @@
-// The split-KV planner (engine/src/fused/split_kv_plan.h): host code, so these run on any machine.
+// The split-KV planner (engine/src/fused/heuristics.h): host code, so these run on any machine.
 // The H200 figures behind the expectations are in engine/src/fused/NOTES.md.
-#include "fused/split_kv_plan.h"
-
 #include <numeric>
 #include <optional>
 #include <vector>
 
 #include "engine/test_util.h"
+#include "fused/heuristics.h"
 #include "gtest/gtest.h"
 
 namespace attn::testing {
@@ -119,13 +118,13 @@ TEST(SplitKvPlan, TheL4GetsTwoStagesAndNoHeadDim256) {
   // H = 256 does not fit even two (the fused backend runs mma.sync there instead).
   const DeviceInfo l4 = FakeGpu(8, 9);
   const AttentionProblem p = Decode(16, 1, 8192);
-  ASSERT_TRUE(SplitKvFitsDevice(p, l4));
+  ASSERT_TRUE(SplitKvFits(p, l4));
   EXPECT_EQ(PlanSplitKv(p, l4).stages, 2);
   EXPECT_LE(SplitKvSmemBytes(128, 1, 2), l4.shared_memory_per_block);
   EXPECT_GT(SplitKvSmemBytes(128, 1, 3), l4.shared_memory_per_block);
   const AttentionProblem h256 = ProblemOf({4, 1, 4096, 16, 4, 256}, DType::kBFloat16, false);
-  EXPECT_FALSE(SplitKvFitsDevice(h256, l4));
-  EXPECT_TRUE(SplitKvFitsDevice(h256, kH200));
+  EXPECT_FALSE(SplitKvFits(h256, l4));
+  EXPECT_TRUE(SplitKvFits(h256, kH200));
 }
 
 TEST(SplitKvPlan, TmaOnHopperForWholeSwizzleRegions) {

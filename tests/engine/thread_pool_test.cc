@@ -1,9 +1,11 @@
 #include "cpu/thread_pool.h"
 
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "attn/overrides.h"
 #include "gtest/gtest.h"
 
 namespace attn {
@@ -55,6 +57,25 @@ TEST(ThreadPool, SurvivesManyShortJobsOnManyWorkers) {
   }
   for (auto& t : callers) t.join();
   EXPECT_EQ(total.load(), 4 * 3000 * 6);
+}
+
+}  // namespace
+}  // namespace attn
+
+namespace attn {
+namespace {
+
+// The host threads are fixed once the shared pool exists: a later SetHostThreads changes nothing
+// and says so (attn-bench calls it before any host backend runs).
+TEST(HostThreads, AreFixedOnceThePoolExists) {
+  const int threads = HostThreads();
+  std::atomic<int64_t> ran{0};
+  HostPool().ParallelFor(8, [&](int64_t) { ++ran; });
+  EXPECT_EQ(ran.load(), 8);
+  EXPECT_FALSE(SetHostThreads(threads + 3));
+  EXPECT_EQ(HostThreads(), threads);
+  EXPECT_FALSE(SetHostThreads(std::nullopt));
+  EXPECT_EQ(HostThreads(), threads);
 }
 
 }  // namespace

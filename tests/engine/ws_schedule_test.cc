@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "fused/heuristics.h"
 #include "gtest/gtest.h"
 
 namespace attn::fused {

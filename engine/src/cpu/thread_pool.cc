@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
+#include <mutex>
+#include <optional>
+
+#include "attn/overrides.h"
 
 namespace attn {
 
@@ -93,11 +96,28 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
+namespace {
+
+// SetHostThreads' count (0: one per hardware thread), written under PoolMutex() only while the
+// pool does not exist, and whether HostPool has made it (after which the count is fixed).
+std::mutex& PoolMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::atomic<int> forced_threads{0};
+bool pool_made = false;
+
+}  // namespace
+
+bool SetHostThreads(std::optional<int> threads) {
+  std::lock_guard<std::mutex> lock(PoolMutex());
+  if (pool_made) return false;
+  forced_threads.store(threads.value_or(0) > 0 ? *threads : 0, std::memory_order_relaxed);
+  return true;
+}
+
 int HostThreads() {
-  if (const char* env = std::getenv("ATTN_CPU_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
-  }
+  if (const int n = forced_threads.load(std::memory_order_relaxed); n > 0) return n;
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
@@ -106,7 +126,11 @@ int HostCallThreads(int max_threads) {
 }
 
 ThreadPool& HostPool() {
-  static ThreadPool* pool = new ThreadPool(HostThreads());
+  static ThreadPool* pool = [] {
+    std::lock_guard<std::mutex> lock(PoolMutex());
+    pool_made = true;
+    return new ThreadPool(HostThreads());
+  }();
   return *pool;
 }
 

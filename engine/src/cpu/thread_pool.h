@@ -34,8 +34,8 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
-// Threads the host backends (cpu, reference) run on: ATTN_CPU_THREADS when set to a positive
-// integer, else one per hardware thread.
+// Threads the host backends (cpu, reference) run on: SetHostThreads' count (attn/overrides.h)
+// where set, else one per hardware thread.
 int HostThreads();
 
 // Threads one host call may use: `max_threads` (RunOptions::host_threads) where positive and

@@ -4,7 +4,10 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
-#include <cstdlib>
+#include <atomic>
+#include <optional>
+
+#include "attn/overrides.h"
 
 namespace attn {
 
@@ -25,28 +28,30 @@ PFN_cuTensorMapEncodeTiled_v12000 Encoder() {
   return encoder;
 }
 
-// The L2 promotion of the copies' requests: 128 bytes, a box row (one swizzle row). With 256 the
-// split-KV kernel's loads asked L2 for 25% more sectors than K and V hold (fused NOTES, "The TMA
-// loads' L2 promotion"). ATTN_TMA_L2_PROMOTION = 0, 64 or 256 (bytes) sets another at start-up,
-// to measure; any other value keeps 128.
+// The L2 promotion of the copies' requests, in bytes: 128, a box row (one swizzle row), unless
+// SetTmaL2PromotionOverride (attn/overrides.h) says otherwise. With 256 the split-KV kernel's
+// loads asked L2 for 25% more sectors than K and V hold (fused NOTES.md, "The TMA loads' L2
+// promotion").
+std::atomic<int> promotion_bytes{128};
+
 CUtensorMapL2promotion Promotion() {
-  static const CUtensorMapL2promotion promotion = [] {
-    const char* v = std::getenv("ATTN_TMA_L2_PROMOTION");
-    switch (v == nullptr ? 128 : std::atoi(v)) {
-      case 0:
-        return CU_TENSOR_MAP_L2_PROMOTION_NONE;
-      case 64:
-        return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
-      case 256:
-        return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-      default:
-        return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
-    }
-  }();
-  return promotion;
+  switch (promotion_bytes.load(std::memory_order_relaxed)) {
+    case 0:
+      return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+    case 64:
+      return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+    case 256:
+      return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+    default:
+      return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  }
 }
 
 }  // namespace
+
+void SetTmaL2PromotionOverride(std::optional<int> bytes) {
+  promotion_bytes.store(bytes.value_or(128), std::memory_order_relaxed);
+}
 
 bool EncodeSwizzledTensorMap(CUtensorMap* map, const void* base, int rank, const uint64_t* sizes,
                              const uint64_t* byte_strides, const uint32_t* box) {

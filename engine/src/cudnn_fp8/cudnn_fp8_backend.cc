@@ -19,14 +19,15 @@
 // from RunAttentionE4M3).
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "attn/fp8.h"
+#include "attn/overrides.h"
 #include "backends.h"
 #include "cuda/check.h"
 #include "cudnn/graph.h"
@@ -67,20 +68,13 @@ bool QuantisedHeadsMajor(const AttentionProblem& p) {
 // 1 / 2 / 4 chunks: T=8192 1.579 / 1.538 / 1.504 ms; T=4096 0.446 / 0.445 / 0.466; T=2048 0.168 /
 // 0.175 / 0.198: a chunk pays when its sdpa_fp8 is long next to the fixed cost of one more launch,
 // so the most chunks (of 4 and 2) that divide the batch and keep kMinChunkFlops each.
-// ATTN_FP8_CHUNKS=1|2|4 (read once) or SetFp8ChunksOverride forces a count where it divides the
-// batch.
+// SetFp8ChunksOverride (attn/overrides.h) forces a count where it divides the batch.
 constexpr int kMaxChunks = 4;
 constexpr double kMinChunkFlops = 2.5e11;
-std::atomic<int>& ChunksOverride() {  // 0: the rule
-  static std::atomic<int> forced([] {
-    const char* v = std::getenv("ATTN_FP8_CHUNKS");
-    return v == nullptr ? 0 : std::atoi(v);
-  }());
-  return forced;
-}
+std::atomic<int> forced_chunks{0};  // 0: the rule
 int ChunksFor(const AttentionProblem& p, bool heads_major) {
   if (!heads_major) return 1;
-  const int forced = ChunksOverride().load(std::memory_order_relaxed);
+  const int forced = forced_chunks.load(std::memory_order_relaxed);
   if ((forced == 1 || forced == 2 || forced == 4) && p.batch % forced == 0) return forced;
   for (int n : {4, 2}) {
     if (p.batch % n == 0 && AttentionFlops(p) / n >= kMinChunkFlops) return n;
@@ -497,7 +491,9 @@ class CudnnFp8Backend final : public Backend {
 
 std::unique_ptr<Backend> MakeCudnnFp8Backend() { return std::make_unique<CudnnFp8Backend>(); }
 
-void SetFp8ChunksOverride(int chunks) { ChunksOverride().store(chunks, std::memory_order_relaxed); }
+void SetFp8ChunksOverride(std::optional<int> chunks) {
+  forced_chunks.store(chunks.value_or(0), std::memory_order_relaxed);
+}
 
 absl::Status RunAttentionE4M3(const AttentionProblem& p, const Fp8AttentionTensors& t,
                               DeviceContext& context) {

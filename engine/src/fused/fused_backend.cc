@@ -1,29 +1,34 @@
 // `fused`: our own flash-attention forward kernel: the (T, S) scores never leave registers.
-// bf16/fp16 on tensor cores: wgmma on H100/H200 for head dims 64 to 256 (fused_wgmma.cuh),
-// mma.sync elsewhere (fused_kernel.cuh, sm_80+), split-KV for short queries (fused_split_kv.cuh:
-// a second small kernel merges the splits, workspace for their partial outputs); float32 on
-// CUDA cores in exact fp32. This file is the one place that turns the run-time problem (dtype, head
-// dim, device) into a compile-time instantiation.
+// bf16/fp16 on tensor cores: wgmma on H100/H200 for head dims 64 to 256 (wgmma_kernel.cuh and
+// the warp-specialised wgmma_ws_kernel.cuh), mma.sync elsewhere (mma_sync_kernel.cuh, sm_80+),
+// split-KV for short queries (split_kv_kernel.cuh: a second small kernel merges the splits,
+// workspace for their partial outputs); float32 on CUDA cores in exact fp32 (float_kernel.cuh).
+// This file is the one place that turns the run-time problem (dtype, head dim, device) into a
+// compile-time instantiation; heuristics.h makes the decisions it applies.
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_format.h"
+#include "attn/overrides.h"
 #include "backends.h"
 #include "cuda/check.h"
 #include "fused/fused_kernels.h"
-#include "fused/split_kv_plan.h"
+#include "fused/heuristics.h"
+#include "fused/tiles.h"
 
 namespace attn {
 
 bool FusedWgmmaBuilt(int head_dim) {
-#if defined(ATTN_FUSED_WGMMA)
+#if defined(ATTN_HAVE_SM90A)
   return WgmmaHeadDim(head_dim);
 #else
   (void)head_dim;
@@ -33,83 +38,46 @@ bool FusedWgmmaBuilt(int head_dim) {
 
 namespace {
 
-// -1: automatic; otherwise a FusedPath forced by SetFusedPathOverride or ATTN_FUSED_KERNEL.
-std::atomic<int>& PathOverride() {
-  static std::atomic<int> forced([] {
-    const char* v = std::getenv("ATTN_FUSED_KERNEL");
-    if (v == nullptr) return -1;
-    if (std::strcmp(v, "mma_sync") == 0) return static_cast<int>(FusedPath::kMmaSync);
-    if (std::strcmp(v, "wgmma") == 0) return static_cast<int>(FusedPath::kWgmma);
-    if (std::strcmp(v, "wgmma_ws") == 0) return static_cast<int>(FusedPath::kWgmmaWs);
-    if (std::strcmp(v, "split_kv") == 0) return static_cast<int>(FusedPath::kSplitKv);
-    return -1;
-  }());
-  return forced;
-}
+// -1: automatic; otherwise the FusedPath SetFusedPathOverride forced.
+std::atomic<int> forced_path{-1};
 
-// Packed (query, group) rows of one K/V head up to which short queries take the split-KV kernel:
-// its largest block (four 16-row slices). Decode (T = 1..16 with groups of up to 4) is in.
-constexpr int64_t kSplitKvMaxRows = 64;
-
-// Half precision only, a grid x (K/V heads x row groups) within CUDA's 2^31 - 1, and blocks that
-// fit the device's shared memory.
-bool SplitKvFits(const AttentionProblem& p, const DeviceInfo& device) {
-  const int64_t rows = p.q_len * p.GroupSize();
-  return p.dtype != DType::kFloat32 &&
-         p.num_kv_heads * ((rows + 63) / 64) <= std::numeric_limits<int>::max() &&
-         SplitKvFitsDevice(p, device);
-}
-
-// The kernel `p` runs on: a forced path where it applies, else split-KV for short queries, else
-// on compute capability 9.0 where built the warp-specialised wgmma kernel for WgmmaWsHeadDim and
-// at least a wave of 128-row query tiles (below that it lost 2-6% to the cp.async wgmma kernel,
-// NOTES.md), else the cp.async wgmma kernel, else mma.sync. Problems with kv_lens never take the
-// warp-specialised kernel, forced or not: its whole-tile boxes cannot stop at a sequence's length.
-// (float32 has one kernel.)
+// The kernel `p` runs on: ChoosePath with the forced path, if any.
 FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
-  const bool wgmma =
-      FusedWgmmaBuilt(static_cast<int>(p.head_dim)) && device.cc_major == 9 && device.cc_minor == 0;
-  const int forced = PathOverride().load(std::memory_order_relaxed);
-  if (forced == static_cast<int>(FusedPath::kSplitKv) && SplitKvFits(p, device))
-    return FusedPath::kSplitKv;
-  if (forced == static_cast<int>(FusedPath::kMmaSync)) return FusedPath::kMmaSync;
-  if (forced < 0 && SplitKvFits(p, device) && p.q_len * p.GroupSize() <= kSplitKvMaxRows) {
-    return FusedPath::kSplitKv;
-  }
-  if (!wgmma) return FusedPath::kMmaSync;
-  const bool ws = p.kv_lens.empty();
-  if (forced == static_cast<int>(FusedPath::kWgmmaWs) && ws) return FusedPath::kWgmmaWs;
-  if (forced == static_cast<int>(FusedPath::kWgmma) ||
-      forced == static_cast<int>(FusedPath::kWgmmaWs)) {
-    return FusedPath::kWgmma;
-  }
-  const int64_t tiles = (p.q_len + kWgmmaWsBlockM - 1) / kWgmmaWsBlockM * p.num_heads * p.batch;
-  return ws && WgmmaWsHeadDim(static_cast<int>(p.head_dim)) && tiles >= device.multiprocessors
-             ? FusedPath::kWgmmaWs
-             : FusedPath::kWgmma;
+  const int forced = forced_path.load(std::memory_order_relaxed);
+  return ChoosePath(p, device,
+                    forced < 0 ? std::nullopt : std::optional(static_cast<FusedPath>(forced)));
 }
-
-bool CompiledHeadDim(int64_t h) { return h <= 256 && FusedHeadDim(static_cast<int>(h)); }
 
 // "32, 64, 96, 128, 256"
 std::string CompiledHeadDims() {
   std::string list;
-#define ATTN_FUSED_LIST(H) list += (list.empty() ? "" : ", ") + std::to_string(H);
-  ATTN_FUSED_HEAD_DIMS(ATTN_FUSED_LIST)
-#undef ATTN_FUSED_LIST
+  for (const FusedTiles& t : kFusedTiles) {
+    list += (list.empty() ? "" : ", ") + std::to_string(t.head_dim);
+  }
   return list;
 }
-// Whether `p` runs the warp-specialised kernel with a tile counter in the workspace.
-bool UsesTileCounter(const AttentionProblem& p, FusedPath path) {
-  if (path != FusedPath::kWgmmaWs) return false;
-  switch (p.head_dim) {
-#define ATTN_FUSED_COUNTER(H) \
-  case H:                     \
-    return FusedWgmmaWsTakesTileCounter<H>();
-    ATTN_FUSED_HEAD_DIMS(ATTN_FUSED_COUNTER)
-#undef ATTN_FUSED_COUNTER
+
+bool CompiledHeadDim(int64_t h) {
+  for (const FusedTiles& t : kFusedTiles) {
+    if (t.head_dim == h) return true;
   }
   return false;
+}
+
+// Calls launch(std::integral_constant<int, H>{}) for the compiled head dim H that equals
+// `head_dim` (CheckSupport has made sure there is one).
+template <typename F, size_t... I>
+cudaError_t ForHeadDim(int64_t head_dim, F&& launch, std::index_sequence<I...>) {
+  cudaError_t error = cudaErrorInvalidValue;
+  ((head_dim == kFusedTiles[I].head_dim &&
+    (error = launch(std::integral_constant<int, kFusedTiles[I].head_dim>{}), true)) ||
+   ...);
+  return error;
+}
+template <typename F>
+cudaError_t ForHeadDim(int64_t head_dim, F&& launch) {
+  return ForHeadDim(head_dim, std::forward<F>(launch),
+                    std::make_index_sequence<std::size(kFusedTiles)>{});
 }
 
 // The tensor-core kernel copies 16-byte chunks (cp.async): every row start must be 16-byte
@@ -122,16 +90,6 @@ absl::Status CheckHalfAlignment(const TensorView& t, const char* name) {
       "fused: %s needs a 16-byte aligned base and batch/row/head strides that are multiples of 8 "
       "elements (16-byte cp.async copies); got strides (%d, %d, %d)",
       name, t.strides[0], t.strides[1], t.strides[2]));
-}
-
-template <int kHeadDim>
-cudaError_t Launch(const FusedParams& params, DType dtype, FusedPath path, const FusedSplitKv& plan,
-                   cudaStream_t stream) {
-  if (dtype == DType::kFloat32) return LaunchFusedFloat<kHeadDim>(params, stream);
-  const FusedHalfType type =
-      dtype == DType::kBFloat16 ? FusedHalfType::kBFloat16 : FusedHalfType::kFloat16;
-  if (path == FusedPath::kSplitKv) return LaunchFusedSplitKv<kHeadDim>(params, plan, type, stream);
-  return LaunchFusedHalf<kHeadDim>(params, type, path, stream);
 }
 
 class FusedBackend final : public Backend {
@@ -163,13 +121,13 @@ class FusedBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  // Zero but for split-KV runs of more than one split (its partial outputs) and builds whose
-  // warp-specialised kernel takes a tile counter.
+  // Zero but for split-KV runs of more than one split (its partial outputs) and the
+  // warp-specialised kernel (its tile counter).
   absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem& p, DeviceContext& context,
                                          const RunOptions& options = {}) const override {
     const AttentionProblem& whole = options.whole_call != nullptr ? *options.whole_call : p;
     const FusedPath path = PathFor(whole, context.info());
-    if (UsesTileCounter(p, path)) return kWgmmaWsWorkspaceBytes;
+    if (path == FusedPath::kWgmmaWs) return kWgmmaWsWorkspaceBytes;
     if (path != FusedPath::kSplitKv) return 0;
     return SplitKvWorkspaceBytes(PlanSplitKvPiece(p, whole, context.info()), p);
   }
@@ -236,7 +194,7 @@ class FusedBackend final : public Backend {
         plan.partial_lse = plan.partial_out + SplitKvPartialRows(plan, p) * p.head_dim;
       }
     }
-    if (UsesTileCounter(p, path)) {
+    if (path == FusedPath::kWgmmaWs) {
       if (args.workspace_bytes < kWgmmaWsWorkspaceBytes) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "fused: the warp-specialised kernel needs %d bytes of workspace (WorkspaceBytes); got "
@@ -245,14 +203,22 @@ class FusedBackend final : public Backend {
       }
       fp.tile_counter = static_cast<int32_t*>(args.workspace);
     }
-    switch (p.head_dim) {
-#define ATTN_FUSED_CASE(H)                                                 \
-  case H:                                                                  \
-    ATTN_CUDA_RETURN_IF_ERROR(Launch<H>(fp, p.dtype, path, plan, stream)); \
-    break;
-      ATTN_FUSED_HEAD_DIMS(ATTN_FUSED_CASE)
-#undef ATTN_FUSED_CASE
-    }
+    const FusedHalfType type =
+        p.dtype == DType::kBFloat16 ? FusedHalfType::kBFloat16 : FusedHalfType::kFloat16;
+    const int ws_head_group =
+        path == FusedPath::kWgmmaWs
+            ? WsHeadGroup(p.causal, p.num_heads * p.batch,
+                          (p.q_len + kWgmmaWsBlockM - 1) / kWgmmaWsBlockM, fp.multiprocessors)
+            : 1;
+    ATTN_CUDA_RETURN_IF_ERROR(ForHeadDim(p.head_dim, [&](auto h) {
+      using Launch = FusedLaunch<decltype(h)::value>;
+      if (p.dtype == DType::kFloat32) return Launch::Float(fp, stream);
+      if (path == FusedPath::kSplitKv) {
+        return Launch::SplitKv(fp, plan, CombineWarps(plan, static_cast<int>(p.head_dim)), type,
+                               stream);
+      }
+      return Launch::Half(fp, type, path, ws_head_group, stream);
+    }));
     return absl::OkStatus();
   }
 };
@@ -260,7 +226,7 @@ class FusedBackend final : public Backend {
 }  // namespace
 
 void SetFusedPathOverride(std::optional<FusedPath> path) {
-  PathOverride().store(path.has_value() ? static_cast<int>(*path) : -1, std::memory_order_relaxed);
+  forced_path.store(path.has_value() ? static_cast<int>(*path) : -1, std::memory_order_relaxed);
 }
 
 std::unique_ptr<Backend> MakeFusedBackend() { return std::make_unique<FusedBackend>(); }

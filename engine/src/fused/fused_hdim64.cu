@@ -1,4 +1,4 @@
 // The fused kernels for head dim 64 (one file per head dim keeps builds parallel and short).
 #include "fused/fused_launch.cuh"
 
-ATTN_FUSED_INSTANTIATE(64)
+template struct attn::FusedLaunch<64>;

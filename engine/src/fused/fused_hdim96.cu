@@ -1,4 +1,4 @@
 // The fused kernels for head dim 96 (one file per head dim keeps builds parallel and short).
 #include "fused/fused_launch.cuh"
 
-ATTN_FUSED_INSTANTIATE(96)
+template struct attn::FusedLaunch<96>;

@@ -1,11 +1,12 @@
 // The order in which the warp-specialised kernel's persistent blocks take work items
-// (fused_wgmma_ws.cuh): plain types and ATTN_HOST_DEVICE, so the kernel and the host's tests
+// (wgmma_ws_kernel.cuh): plain types and ATTN_HOST_DEVICE, so the kernel and the host's tests
 // (tests/engine/ws_schedule_test.cc) run the same code.
 //
 // An item is one 128-row query tile of one (head, batch) pair. Items go out in groups of
-// `head_group` pairs (the last group takes the rest, fewer than twice as many), within a group
-// rank-major: every pair's last query tile (rank 0: the most keys when causal), then every pair's
-// one before, and so on. With one pair a group that is the one-block-per-tile grid's order.
+// `head_group` pairs (heuristics.h's WsHeadGroup) (the last group takes the rest, fewer than twice
+// as many), within a group rank-major: every pair's last query tile (rank 0: the most keys when
+// causal), then every pair's one before, and so on. With one pair a group that is the
+// one-block-per-tile grid's order.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,8 @@ struct WsItemPosition {
 
 // 64-bit divisions are long instruction sequences, run for every item by the producer and every
 // consumer thread: one quotient, remainders by multiplication, and the plain order's two where a
-// group is one pair (non-causal; H64 B16 T256 took 3% longer with the general path, H100).
+// group is one pair (non-causal; H64 B16 T256 took 3% longer with the general path: NOTES.md,
+// "Causal items in groups of heads, longest first").
 ATTN_HOST_DEVICE inline WsItemPosition WsItemPositionAt(int64_t w, int64_t m_blocks, int64_t pairs,
                                                         int head_group) {
   WsItemPosition at;
@@ -41,19 +43,6 @@ ATTN_HOST_DEVICE inline WsItemPosition WsItemPositionAt(int64_t w, int64_t m_blo
   at.rank = in_group / group_pairs;
   at.head_batch = group * head_group + (in_group - at.rank * group_pairs);
   return at;
-}
-
-// (head, batch) pairs a group: one where the items are alike (not causal). Causal items run from
-// 1 to m_blocks K/V tiles; a group of at least two items an SM has its longest items claimed early
-// enough to end with the rest (their mean is half the longest), and the last group, taking the
-// remainder, is no smaller (a smaller one cost H64 T8192 causal 4% on the H100: its longest items
-// were claimed too late again). Between 1 and `pairs`.
-inline int WsHeadGroup(bool causal, int64_t pairs, int64_t m_blocks, int multiprocessors) {
-  if (!causal || pairs <= 1 || m_blocks < 1) return 1;
-  const int64_t sms = multiprocessors > 1 ? multiprocessors : 1;
-  const int64_t enough = (2 * sms + m_blocks - 1) / m_blocks;
-  const int64_t want = enough < pairs ? enough : pairs;
-  return static_cast<int>(pairs / (pairs / want));
 }
 
 }  // namespace attn::fused

@@ -1,79 +1,60 @@
 // The `fused` backend's warp-specialised Hopper kernel (sm_90a, FusedPath::kWgmmaWs):
-// FlashAttention-3's schedule on fused_wgmma.cuh's wgmma wrappers and fused_kernel.cuh's mask,
-// online softmax and epilogue.
+// FlashAttention-3's producer/consumer schedule on the wgmma wrappers (wgmma_ptx.cuh,
+// wgmma_gemms.cuh) and the shared mask, online softmax and epilogue.
 //
-// Three warpgroups a block, one block an SM; a block takes work items (a 128-row query tile of
-// one head of one batch element) one after another where Traits::kDynamic (a grid of one block an
-// SM, each claiming its next item from a counter when its producer has this one's Q under way),
-// otherwise one item (a grid of one block an item):
+// Three warpgroups a block, persistent blocks one an SM, each taking work items (a 128-row query
+// tile of one head of one batch element) one after another, the next claimed from a counter
+// (FusedParams::tile_counter) while this one's Q is under way:
 //  - warpgroup 0 produces: one thread issues TMA box copies (tensor maps over Q as (H, heads, T,
 //    B) and K/V as (H, K/V heads, S, B)) of each item's Q and of its K/V tiles into a ring of
 //    kStages stages; the warpgroup gives its registers up (setmaxnreg) to the two consumers;
-//  - warpgroups 1 and 2 consume 64 query rows each. mbarriers: full[s] completes when stage s's
-//    K and V have landed (transaction bytes), empty[s] when the consumers' eight warps are done
-//    with it; q_full and q_empty do the same for Q, so a next item's Q and first K/V tiles load
-//    while the consumers finish this item's last tiles and write its output;
+//  - warpgroups 1 and 2 consume 64 query rows each. mbarriers (WsBarrier): full[s] completes
+//    when stage s's K and V have landed (transaction bytes), empty[s] when the consumers' eight
+//    warps are done with it; q_full and q_empty do the same for Q, so a next item's Q and first
+//    K/V tiles load while the consumers finish this item's last tiles and write its output;
 //  - a consumer issues tile j's S = Q K^T, then tile j - 1's O += P V, and runs tile j's softmax
 //    while the tensor cores work through both (and through the other consumer's GEMMs). The
 //    wait for that P V is pinned after the softmax (WgmmaWaitAfter): left to itself, ptxas
-//    hoists it above, and the softmax runs with the tensor cores idle (NOTES.md, 2026-12-06).
-// Items go out in groups of (head, batch) pairs (ws_schedule.h), each group's query tiles
-// last-first (causal: the most keys first) across its pairs, so blocks running at the same time
-// read a few heads' K/V (L2 reuse) and the last items any block claims are the shortest: with one
-// pair a group, the last pair's longest tile was claimed a few items before the end and ran on
-// alone. Problems with kv_lens keep the cp.async kernel (the backend's PathFor never picks this one
-// for them): a box reads whole tiles, and V rows past a sequence's length may hold NaN, which 0 *
-// NaN would carry into O.
+//    hoists it above, and the softmax runs with the tensor cores idle (NOTES.md, "The P V wait,
+//    where ptxas put it"; bench/sass_order.sh checks it).
+// Items go out in groups of (head, batch) pairs (ws_schedule.h; the group size is heuristics.h's
+// WsHeadGroup), each group's query tiles last-first (causal: the most keys first) across its
+// pairs, so blocks running at the same time read a few heads' K/V (L2 reuse) and the last items
+// any block claims are the shortest. Problems with kv_lens keep the cp.async kernel (the path
+// heuristic never picks this one for them): a box reads whole tiles, and V rows past a
+// sequence's length may hold NaN, which 0 * NaN would carry into O.
 #pragma once
 
 #include <cuda.h>
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 #include <type_traits>
 
 #include "cuda/tma.cuh"
+#include "fused/epilogue.cuh"
+#include "fused/fused_kernels.h"
 #include "fused/fused_tensor_maps.h"
-#include "fused/fused_wgmma.cuh"
+#include "fused/mask.cuh"
+#include "fused/query_tile.cuh"
+#include "fused/smem_tiles.cuh"
+#include "fused/softmax.cuh"
+#include "fused/tiles.h"
+#include "fused/wgmma_gemms.cuh"
+#include "fused/wgmma_ptx.cuh"
 #include "fused/ws_schedule.h"
 
 namespace attn::fused {
 
-// Registers a thread of each role keeps (setmaxnreg; multiples of 8): the producer needs few. The
-// block starts with 64 Ki / 384 rounded down to 8 (168) a thread, and setmaxnreg.inc waits until
-// what it asks for is free in that allocation: more than it holds and the consumers wait forever
-// (a producer at 32 hung every test; NOTES.md, 2026-12-05).
-constexpr int kWsProducerRegisters = 24;
-constexpr int kWsConsumerRegisters = 240;
-
-// Named barriers (0 is __syncthreads'), for ping-pong below.
-__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
-  asm volatile("barrier.cta.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
-  asm volatile("barrier.cta.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// 1: ping-pong (FlashAttention-3's inter-warpgroup overlap): the consumers take turns issuing a
-// step's GEMMs, consumer c after named barrier kWsTurn + c, so one's softmax runs under the
-// other's GEMMs. Measured a loss at H = 96 and 128 (NOTES.md, 2026-12-05), and again, 8-12% at
-// H = 128, with the P V wait pinned after the softmax (H200, 2026-12-06): off.
-#ifndef ATTN_FUSED_WS_PINGPONG
-#define ATTN_FUSED_WS_PINGPONG 0
-#endif
-constexpr int kWsTurn = 3;  // barriers 3 and 4, of the two consumers (256 threads)
-
-template <int kHeadDim_, int kBlockN_, int kStages_, bool kDynamic_>
+template <int kHeadDim_, int kBlockN_, int kStages_>
 struct WgmmaWsTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kWgmmaWsBlockM;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  // Persistent blocks, one an SM, claim items from FusedParams::tile_counter as they go (the
-  // next item's Q and K/V load under this one's last tiles and epilogue); otherwise the grid has
-  // a block an item.
-  static constexpr bool kDynamic = kDynamic_;
   static constexpr int kThreads = 384;
+  // setmaxnreg.inc waits until what it asks for is free in the block's allocation at launch (64 Ki
+  // / 384 rounded down to 8: 168 a thread): more than that and the consumers wait forever.
   static_assert(128 * kWsProducerRegisters + (kThreads - 128) * kWsConsumerRegisters <=
                     65536 / kThreads / 8 * 8 * kThreads,
                 "the consumers' setmaxnreg.inc must fit the block's registers at launch");
@@ -87,6 +68,10 @@ struct WgmmaWsTraits {
   static_assert(kStages >= 2, "one stage loads while another is computed");
   static_assert(kSmemBytes <= 227 * 1024, "one block an SM");
 };
+
+// The block's mbarriers, 8 bytes each in one shared array: Q's full and empty, then the K/V
+// ring's full[kStages] and its empty[kStages].
+enum WsBarrier : int { kQFull = 0, kQEmpty = 1, kKvFull = 2 };
 
 struct WgmmaWsMaps {
   CUtensorMap q, k, v;
@@ -123,11 +108,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const uint32_t s_q = SwizzleAlignedBase(smem_raw);
   const uint32_t s_k = s_q + Traits::kQBytes;
   const uint32_t s_v = s_k + kStages * Traits::kKvBytes;
-  // q_full, q_empty, then full[kStages], then empty[kStages].
-  __shared__ uint64_t s_bars[2 + 2 * kStages];
-  const uint32_t q_full = static_cast<uint32_t>(__cvta_generic_to_shared(s_bars));
-  const uint32_t q_empty = q_full + 8;
-  const uint32_t full0 = q_full + 16, empty0 = full0 + 8 * kStages;
+  __shared__ uint64_t s_bars[kKvFull + 2 * kStages];
+  const uint32_t bars = static_cast<uint32_t>(__cvta_generic_to_shared(s_bars));
+  const uint32_t q_full = bars + 8 * kQFull, q_empty = bars + 8 * kQEmpty;
+  const uint32_t full0 = bars + 8 * kKvFull, empty0 = full0 + 8 * kStages;
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
@@ -140,31 +124,29 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   __syncthreads();  // the barriers are set up; no block-wide barrier after this point
 
-  // One item a block: blockIdx.x. kDynamic: the producer claims each item and hands its number
+  // The block's first item is blockIdx.x; the producer claims each next one and hands its number
   // to the consumers in s_item, a number >= items ending the block: written before the
   // producer's arrival on q_full (a release), read once that phase has completed (an acquire),
   // rewritten only after q_empty says every consumer thread is past reading it, the end
   // signalled with a plain arrival on q_full. Every consumer thread arrives on q_empty itself:
   // one arrival a warp after __syncwarp is ordered as well, but racecheck counts an arrival as
-  // ordering only its own thread's accesses, and reported the other lanes' reads (NOTES.md).
-  constexpr bool kDynamic = Traits::kDynamic;
-  constexpr bool kPingPong = ATTN_FUSED_WS_PINGPONG;
+  // ordering only its own thread's accesses, and reported the other lanes' reads (NOTES.md,
+  // "racecheck and the item hand-off, settled").
   __shared__ int64_t s_item;
   // 8 bytes a consumer warp for WgmmaWaitAfter.
   __shared__ __align__(8) float s_after_words[2 * 8];
   const uint32_t s_after = static_cast<uint32_t>(__cvta_generic_to_shared(s_after_words));
   if (wg == 0) {  // the producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegisters));
+    ReleaseRegisters<kWsProducerRegisters>();
     if (tid != 0) return;
     uint32_t it = 0;  // K/V tiles loaded so far, over all items: the ring's position
     int64_t w = blockIdx.x, claimed = 0;
     for (int local = 0;; ++local) {
       if (local > 0) {
-        if (!kDynamic) return;
         tma::MbarrierWait(q_empty, (local - 1) % 2);  // the last item's S are done, s_item read
         w = claimed;
       }
-      if (kDynamic) s_item = w;
+      s_item = w;
       if (w >= items) {
         tma::MbarrierArrive(q_full);
         return;
@@ -178,7 +160,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
       // Claim the next item now, the atomic's latency under this item's tiles (the counter
       // starts at 0 each launch; the first gridDim.x items went to the blocks in order).
-      if (kDynamic) claimed = gridDim.x + atomicAdd(p.tile_counter, 1);
+      claimed = gridDim.x + atomicAdd(p.tile_counter, 1);
       const int kv_head = item.head / p.group;
       for (int j = 0; j < item.n_tiles; ++j, ++it) {
         const uint32_t stage = it % kStages;
@@ -196,18 +178,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegisters));
+  ClaimRegisters<kWsConsumerRegisters>();
   const int c = wg - 1;  // this consumer: rows 64c .. 64c + 63 of the tile
   const int warp = (tid % 128) / 32, lane = tid % 32;
   const int r0 = c * 64 + warp * 16 + lane / 4;  // this thread's rows: r0 and r0 + 8
 
   uint32_t it = 0;  // as the producer's
-  for (int local = 0; kDynamic || local == 0; ++local) {
-    int64_t w = blockIdx.x;
+  for (int local = 0;; ++local) {
     tma::MbarrierWait(q_full, local % 2);  // this item's Q is in (or the block is done)
-    if constexpr (kDynamic) {
-      w = s_item;  // this thread's arrival on q_empty, after it, lets the producer rewrite it
-    }
+    // The item the producer handed over; this thread's arrival on q_empty, after it, lets the
+    // producer rewrite s_item.
+    const int64_t w = s_item;
     if (w >= items) break;
     const WsItem item = WsItemAt<kBlockM, kBlockN>(p, w, head_group);
     const int q0 = item.q0, n_tiles = item.n_tiles;
@@ -218,9 +199,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     uint32_t pa[kBlockN / 16][4];  // P of the tile before, waiting for its P V
 
     if (n_tiles == 0) tma::MbarrierArrive(q_empty);
-    // Ping-pong: consumer 0 goes first in each item; consumer 1 arrives once ahead and skips its
-    // last arrival, so every arrival meets a sync within the item.
-    if (kPingPong && c == 1 && n_tiles > 0) NamedBarrierArrive(kWsTurn, 256);
     // Tile j (ring position it + j): S = Q K^T issued, with tile j - 1's P V behind it where
     // kWithPv, awaited, masked and turned into P; O rescaled once that P V is in.
     auto step = [&](int j, auto with_pv) {
@@ -228,12 +206,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const uint32_t stage = (it + j) % kStages, prev = (it + j + kStages - 1) % kStages;
       tma::MbarrierWait(full0 + 8 * stage, ((it + j) / kStages) % 2);
       float s[kSBlocks][4];
-      if (kPingPong) NamedBarrierSync(kWsTurn + c, 256);
       IssueScores<kHeadDim, kBlockM, kBlockN, T>(s, s_q, c * 64, s_k + stage * Traits::kKvBytes);
       if constexpr (kWithPv) IssuePv<kHeadDim, kBlockN, T>(o, pa, s_v + prev * Traits::kKvBytes);
-      if (kPingPong && !(c == 1 && j == n_tiles - 1)) {
-        NamedBarrierArrive(kWsTurn + 1 - c, 256);
-      }
       WgmmaWait<kWithPv ? 1 : 0>();  // S is in; tile j - 1's P V may still run
       FenceRegisters(Flat(s));
       if (j == n_tiles - 1) tma::MbarrierArrive(q_empty);  // Q read for the last time
@@ -274,43 +248,21 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-// The tile per head dim, measured on the H100 (NOTES.md, 2026-12-05): 128-key tiles in three K/V
-// stages, persistent blocks taking items dynamically. A stage holds K and V until tile j's P V is
-// done, late in tile j + 1's step, so with two stages the next load waited (H = 128: 12-20%
-// slower). The dynamic scheduler gained 2-10% at H = 128 (most where items are short: GQA T2048
-// causal), 3-15% at H = 96 and 4-6% at H = 64. Ping-pong (the consumers taking turns to issue
-// through named barriers) lost 1-10% at H = 96 and 128 and, with the dynamic scheduler, at
-// H = 64, 8-12% with the P V wait pinned (H200), and is off (ATTN_FUSED_WS_PINGPONG). H = 256 fits
-// only two stages of 64 keys and stays on the cp.async wgmma kernel (WgmmaWsHeadDim; the WS build
-// was 3-8% slower, 5-8% dynamic). The ATTN_FUSED_WS_* macros exist for bench/fused_variants.sh.
-#ifndef ATTN_FUSED_WS_STAGES
-#define ATTN_FUSED_WS_STAGES 3
-#endif
-#ifndef ATTN_FUSED_WS_DYNAMIC
-#define ATTN_FUSED_WS_DYNAMIC 1
-#endif
+// Head dim H's tile: its row of tiles.h's table.
 template <int kHeadDim>
 struct WgmmaWsTileFor {
-  using Traits = WgmmaWsTraits<kHeadDim, 128, ATTN_FUSED_WS_STAGES, ATTN_FUSED_WS_DYNAMIC>;
-};
-template <>
-struct WgmmaWsTileFor<256> {
-  using Traits = WgmmaWsTraits<256, 64, 2, false>;
+  static constexpr WgmmaWsTile kTile = TilesOf(kHeadDim).wgmma_ws;
+  using Traits = WgmmaWsTraits<kHeadDim, kTile.block_n, kTile.stages>;
 };
 
-// ATTN_FUSED_WS_HEAD_GROUP > 0 fixes the pairs a group (ws_schedule.h), for
-// bench/fused_variants.sh.
-#ifndef ATTN_FUSED_WS_HEAD_GROUP
-#define ATTN_FUSED_WS_HEAD_GROUP 0
-#endif
-
-// Runs the warp-specialised kernel and returns true with its launch status in *error, or returns
-// false having launched nothing where it does not apply (a tensor the driver's TMA refuses, or a
-// dynamic tile without the tile counter), for the caller's fallback.
+// Runs the warp-specialised kernel with items in groups of `head_group` (head, batch) pairs
+// (heuristics.h's WsHeadGroup) and returns true with its launch status in *error, or returns
+// false having launched nothing where it does not apply (a tensor the driver's TMA refuses, or no
+// tile counter), for the caller's fallback.
 template <typename Traits, typename T>
-bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error) {
+bool LaunchWgmmaWs(const FusedParams& p, int head_group, cudaStream_t stream, cudaError_t* error) {
   WgmmaWsMaps maps;
-  if ((Traits::kDynamic && p.tile_counter == nullptr) ||
+  if (p.tile_counter == nullptr ||
       !EncodeOperandMap(&maps.q, p, FusedOperand::kQ, Traits::kHeadDim, Traits::kBlockM) ||
       !EncodeOperandMap(&maps.k, p, FusedOperand::kK, Traits::kHeadDim, Traits::kBlockN) ||
       !EncodeOperandMap(&maps.v, p, FusedOperand::kV, Traits::kHeadDim, Traits::kBlockN)) {
@@ -321,16 +273,10 @@ bool LaunchWgmmaWs(const FusedParams& p, cudaStream_t stream, cudaError_t* error
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
   if (*error != cudaSuccess) return true;
   const int64_t m_blocks = (p.q_len + Traits::kBlockM - 1) / Traits::kBlockM;
-  const int64_t pairs = static_cast<int64_t>(p.heads) * p.batch, items = m_blocks * pairs;
-  const int head_group = ATTN_FUSED_WS_HEAD_GROUP > 0
-                             ? static_cast<int>(std::min<int64_t>(ATTN_FUSED_WS_HEAD_GROUP, pairs))
-                             : WsHeadGroup(p.causal, pairs, m_blocks, p.multiprocessors);
-  int64_t blocks = std::min<int64_t>(items, INT_MAX);
-  if constexpr (Traits::kDynamic) {
-    *error = cudaMemsetAsync(p.tile_counter, 0, sizeof(int32_t), stream);
-    if (*error != cudaSuccess) return true;
-    blocks = std::min<int64_t>(items, std::max(1, p.multiprocessors));
-  }
+  const int64_t items = m_blocks * p.heads * p.batch;
+  *error = cudaMemsetAsync(p.tile_counter, 0, sizeof(int32_t), stream);
+  if (*error != cudaSuccess) return true;
+  const int64_t blocks = std::min<int64_t>(items, std::max(1, p.multiprocessors));
   kernel<<<static_cast<unsigned>(blocks), Traits::kThreads, Traits::kSmemBytes, stream>>>(
       p, maps, items, head_group);
   *error = cudaGetLastError();

@@ -1,14 +1,14 @@
-// The split-KV kernel's plan (fused_split_kv.cuh): host code, so the planner is tested on any
-// machine (tests/engine/split_kv_plan_test.cc).
-#include "fused/split_kv_plan.h"
+// See heuristics.h.
+#include "fused/heuristics.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
+#include <optional>
 #include <vector>
 
+#include "fused/tiles.h"
 #include "visible_keys.h"
 
 namespace attn {
@@ -47,32 +47,55 @@ int Stages(const AttentionProblem& p, const DeviceInfo& device) {
 }
 
 // What the merge costs a plan of more than one split, in tiles streamed by one SM: the second
-// kernel's launch and its pass over the partial outputs, ~5 us (ncu, H200: 5.8 us at B16 T1 S8192
-// N32 K8 H128) against ~1.1 us for a 64-key H = 128 tile of K and V at an SM's share of the
-// bandwidth. H100, 2026-12-05 (TMA loads): that shape ran 4.8% faster with one split than with
-// the two the model picked without this term.
+// kernel's launch and its pass over the partial outputs, ~5 us, against ~1.1 us for a 64-key
+// H = 128 tile of K and V at an SM's share of the bandwidth. B16 T1 S8192 ran 4.8% faster with one
+// split than with the two the model picked without this term (NOTES.md, "TMA loads, splits and
+// the merge").
 constexpr int64_t kMergeTiles = 4;
 
-// 0: automatic; otherwise the stages SetSplitKvStagesOverride or ATTN_SPLIT_KV_STAGES forced.
-int ValidStagesOverride(int stages) {
-  return stages >= 2 && stages <= kSplitKvMaxTmaStages ? stages : 0;
-}
-std::atomic<int>& StagesOverride() {
-  static std::atomic<int> forced([] {
-    const char* v = std::getenv("ATTN_SPLIT_KV_STAGES");
-    return v == nullptr ? 0 : ValidStagesOverride(std::atoi(v));
-  }());
-  return forced;
-}
+// The stages SetSplitKvStagesOverride forced; 0: automatic.
+std::atomic<int> forced_stages{0};
 
 }  // namespace
 
 void SetSplitKvStagesOverride(std::optional<int> stages) {
-  StagesOverride().store(stages ? ValidStagesOverride(*stages) : 0, std::memory_order_relaxed);
+  const int n = stages.value_or(0);
+  forced_stages.store(n >= 2 && n <= kSplitKvMaxTmaStages ? n : 0, std::memory_order_relaxed);
 }
 
-bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device) {
-  return Stages(p, device) > 0;
+FusedPath ChoosePath(const AttentionProblem& p, const DeviceInfo& device,
+                     std::optional<FusedPath> forced) {
+  // Forced split-KV takes any half-precision shape it fits; forced mma.sync runs anywhere.
+  if (forced == FusedPath::kSplitKv && SplitKvFits(p, device)) return FusedPath::kSplitKv;
+  if (forced == FusedPath::kMmaSync) return FusedPath::kMmaSync;
+  // Short queries: at most kSplitKvMaxRows packed (query, group) rows of a K/V head (decode:
+  // T = 1..16 with groups of up to 4).
+  if (!forced && SplitKvFits(p, device) && p.q_len * p.GroupSize() <= kSplitKvMaxRows) {
+    return FusedPath::kSplitKv;
+  }
+  const int h = static_cast<int>(p.head_dim);
+  if (!FusedWgmmaBuilt(h) || device.cc_major != 9 || device.cc_minor != 0) {
+    return FusedPath::kMmaSync;
+  }
+  // The warp-specialised kernel's whole-tile boxes cannot stop at a sequence's length: problems
+  // with kv_lens run the cp.async wgmma kernel, forced or not.
+  const bool ws = p.kv_lens.empty();
+  if (forced == FusedPath::kWgmmaWs && ws) return FusedPath::kWgmmaWs;
+  if (forced == FusedPath::kWgmma || forced == FusedPath::kWgmmaWs) return FusedPath::kWgmma;
+  // The warp-specialised kernel where its tile is the automatic choice and there is at least a
+  // wave of its query tiles (below that it lost 2-6% to the cp.async kernel).
+  const int64_t tiles = (p.q_len + kWgmmaWsBlockM - 1) / kWgmmaWsBlockM * p.num_heads * p.batch;
+  return ws && TilesOf(h).wgmma_ws.by_default && tiles >= device.multiprocessors
+             ? FusedPath::kWgmmaWs
+             : FusedPath::kWgmma;
+}
+
+bool SplitKvFits(const AttentionProblem& p, const DeviceInfo& device) {
+  const int64_t rows = p.q_len * p.GroupSize();
+  return p.dtype != DType::kFloat32 &&
+         p.num_kv_heads * ((rows + kSplitKvMaxRows - 1) / kSplitKvMaxRows) <=
+             std::numeric_limits<int>::max() &&
+         Stages(p, device) > 0;
 }
 
 // How the split-KV kernel cuts `p` for `multiprocessors` SMs. Packed rows go in blocks of up to
@@ -82,17 +105,16 @@ bool SplitKvFitsDevice(const AttentionProblem& p, const DeviceInfo& device) {
 // of start for each wave of blocks and kMergeTiles where there is a merge; the cheapest split
 // wins, the fewest splits on a tie. With kv_lens only the keys within each length count, so a
 // ragged batch gets the splits its longest sequences need. Lanes: the SMs for blocks of one row
-// slice, whose time is the SM's share of memory bandwidth (H200, 2026-12-04: B16 T1 S8192 at 1 or 2
-// splits 0.143-0.147 ms, 4 splits 0.149, 6 0.152; B1 S32768 at 16 splits 0.050, 32 0.053, 64
-// 0.071); the resident block slots for larger slices, whose compute the second block of an SM
-// hides.
+// slice, whose time is the SM's share of memory bandwidth (B1 S32768: 16 splits 0.050 ms, 64
+// splits 0.071; NOTES.md, "Split-KV kernel for short queries"); the resident block slots for
+// larger slices, whose compute the second block of an SM hides.
 FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   FusedSplitKv plan;
   plan.row_tiles = RowTiles(p);
   plan.row_groups = RowGroups(p, plan.row_tiles);
   plan.stages = Stages(p, device);
   plan.tma = device.cc_major >= 9 && p.head_dim % 64 == 0;
-  if (const int forced = StagesOverride().load(std::memory_order_relaxed);
+  if (const int forced = forced_stages.load(std::memory_order_relaxed);
       plan.tma && forced > 0 &&
       SplitKvSmemBytes(static_cast<int>(p.head_dim), plan.row_tiles, forced) <=
           device.shared_memory_per_block) {
@@ -141,6 +163,24 @@ FusedSplitKv PlanSplitKv(const AttentionProblem& p, const DeviceInfo& device) {
   plan.split_keys = static_cast<int>(best_tiles * kSplitKvTileKeys);
   plan.splits = static_cast<int>((tiles + best_tiles - 1) / best_tiles);
   return plan;
+}
+
+int CombineWarps(const FusedSplitKv& plan, int head_dim) {
+  const int unroll = TilesOf(head_dim).combine_unroll;
+  return plan.splits <= unroll ? 1 : plan.splits <= 2 * unroll ? 2 : 4;
+}
+
+// Causal items run from 1 to m_blocks K/V tiles; a group of at least two items an SM has its
+// longest items claimed early enough to end with the rest (their mean is half the longest), and
+// the last group, taking the remainder, is no smaller (a smaller one cost H64 T8192 causal 4% on
+// the H100: its longest items were claimed too late again; NOTES.md, "Causal items in groups of
+// heads, longest first").
+int WsHeadGroup(bool causal, int64_t pairs, int64_t m_blocks, int multiprocessors) {
+  if (!causal || pairs <= 1 || m_blocks < 1) return 1;
+  const int64_t sms = multiprocessors > 1 ? multiprocessors : 1;
+  const int64_t enough = (2 * sms + m_blocks - 1) / m_blocks;
+  const int64_t want = enough < pairs ? enough : pairs;
+  return static_cast<int>(pairs / (pairs / want));
 }
 
 int64_t SplitKvPartialRows(const FusedSplitKv& plan, const AttentionProblem& p) {

@@ -1,5 +1,5 @@
 // The `fused` backend's split-KV kernel ("flash-decoding") for short queries, sm_80 and newer
-// (the L4's build and the H200's alike), included through fused_launch.cuh.
+// (the L4's build and the H200's alike), FusedPath::kSplitKv.
 //
 // Decode reads a long K/V cache with a few query rows: one block per (query tile, head, batch)
 // leaves most SMs idle and, with GQA, reads each K/V head once per query head. Here:
@@ -8,28 +8,38 @@
 //    K/V byte it loads feeds all query heads of its group;
 //  - the key range [0, kv_end) is cut into `splits` ranges of split_keys keys, one block each
 //    (grid: (K/V heads x row groups) x splits x batch, K/V heads fastest), sized by PlanSplitKv
-//    (split_kv_plan.h) to fill the GPU;
+//    (heuristics.h) to fill the GPU;
 //  - K/V tiles of kTileKeys keys stream through 2 or 3 shared-memory stages (all but one in
 //    flight while one is computed; the plan fits them to the device; TMA plans up to
 //    kSplitKvMaxTmaStages where forced, SetSplitKvStagesOverride): on compute capability 9.0+
 //    for H a multiple of 64, TMA box copies issued by one thread into 128-byte-swizzled tiles
-//    with an mbarrier a stage (plan.tma; H200: T16 0.237 -> 0.211 ms, T1 2-3% faster), else
-//    cp.async by every thread into padded rows; a block's four
+//    with an mbarrier a stage (plan.tma; T16 on the H200 0.237 -> 0.211 ms: NOTES.md, "TMA loads,
+//    splits and the merge"), else cp.async by every thread into padded rows; a block's four
 //    warps each own one 16-row slice and a share of each tile's 16-key chunks (four warps on one
 //    slice split the keys four ways);
-//  - S = Q K^T and O += P V on mma.sync m16n8k16 with fused_kernel.cuh's ldmatrix addressing, the
-//    shared mask, online softmax (lazy rescale) and packing;
+//  - S = Q K^T and O += P V on mma.sync m16n8k16 with the mma.sync kernel's ldmatrix addressing,
+//    the shared mask and online softmax (mask.cuh, softmax.cuh) and packing;
 //  - the warps of a slice merge through shared memory by their log-sum-exp; with one split the
 //    block writes the output, otherwise its normalised partial O and log2-sum-exp go to the
-//    workspace and SplitKvCombineKernel merges the splits in a fixed order (deterministic).
+//    workspace and SplitKvCombineKernel (split_kv_combine.cuh) merges the splits in a fixed order
+//    (deterministic).
 #pragma once
 
 #include <cuda.h>
 
+#include <cstdint>
+
 #include "cuda/from_float.cuh"
 #include "cuda/tma.cuh"
-#include "fused/fused_kernel.cuh"
+#include "fused/fused_kernels.h"
 #include "fused/fused_tensor_maps.h"
+#include "fused/mask.cuh"
+#include "fused/ptx.cuh"
+#include "fused/query_tile.cuh"
+#include "fused/smem_tiles.cuh"
+#include "fused/softmax.cuh"
+#include "fused/split_kv_combine.cuh"
+#include "fused/tiles.h"
 
 namespace attn::fused {
 
@@ -80,7 +90,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The merge kernel (plan.dependent_merge) may launch now; it waits (griddepcontrol.wait) for
-  // this grid's memory. 1-4% faster where a merge runs on the H100 (NOTES.md, 2026-12-05).
+  // this grid's memory: 1-4% faster where a merge runs (NOTES.md, "TMA loads, splits and the
+  // merge").
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
   const int row_tiles = plan.row_tiles, key_slices = Traits::kWarps / row_tiles;
@@ -164,8 +175,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
     return reinterpret_cast<const T*>(tile) + row * kRowElems + chunk * 8;
   };
   // Tiles 0 .. stages - 2 go out first. TMA: thread 0 sets up the barriers and issues them
-  // before anyone waits for Q, so the K/V stream need not wait for Q's latency (no change measured
-  // on the H100: the kernel streams within 5% of loads alone, NOTES.md). cp.async: Q joins tile 0's
+  // before anyone waits for Q, so the K/V stream need not wait for Q's latency (no change measured:
+  // the kernel streams within 5% of loads alone; NOTES.md, "Causal items in groups of heads").
+  // cp.async: Q joins tile 0's
   // group; one commit group per tile, empty past the last, so a wait for all but stages - 2 groups
   // is a wait for tile j.
   if constexpr (kTma) {
@@ -306,116 +318,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
   }
 }
 
-// Splits a merge warp's lane loads at once: kCombineUnroll x H / 32 floats in flight (16 at H =
-// 128 and 256). Eight splits at once (32 floats at H = 128, 112 registers a thread) cost 2% at B16
-// T16 S8192 (two splits, 8192 rows) on the H100: fewer merge blocks resident, more waves.
-template <int kHeadDim>
-constexpr int kCombineUnroll = kHeadDim <= 128 ? 4 : 2;
-
-// Warps of a merge block; a row takes 1, 2 or 4 of them.
-constexpr int kCombineWarps = 4;
-
-// Merges the splits' partial outputs: `warps_per_row` warps (1, 2 or 4, a block's kCombineWarps
-// taking kCombineWarps / warps_per_row packed rows of one (batch, K/V head)) share a row's splits,
-// each a contiguous range of them in order, weighted by exp2(its log2-sum-exp - the row's largest);
-// the warps' sums are then added in warp order through shared memory (deterministic). A lane's
-// loads of kCombineUnroll splits go out together, so a warp of that many splits waits on memory
-// twice (the log2-sum-exps, then O): at B1 S32768's 16 splits one warp a row waited about six
-// times, 10.6 us in ncu (H100, 2026-12-07).
+// Launches the split kernel along `plan` and, for more than one split, the merge with
+// `combine_warps` warps a row (heuristics.h's CombineWarps).
 template <int kHeadDim, typename T>
-__global__ void __launch_bounds__(kCombineWarps * 32)
-    SplitKvCombineKernel(const FusedParams p, const FusedSplitKv plan, const int warps_per_row) {
-  constexpr int kPerLane = kHeadDim / 32, kUnroll = kCombineUnroll<kHeadDim>;
-  __shared__ float s_acc[kCombineWarps][kHeadDim];
-  __shared__ float s_sum[kCombineWarps];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The split kernel's partials are in (a no-op unless launched as its programmatic dependent).
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int rows = p.q_len * p.group, kv_heads = p.heads / p.group;
-  const int64_t row_id =
-      blockIdx.x * static_cast<int64_t>(kCombineWarps / warps_per_row) + warp / warps_per_row;
-  // Rows past the end still reach the barrier below (their block's other rows need it).
-  const bool live = row_id < static_cast<int64_t>(p.batch) * kv_heads * rows;
-  const int packed = static_cast<int>(row_id % rows);
-  const int kv_head = static_cast<int>(row_id / rows % kv_heads);
-  const int batch = static_cast<int>(row_id / rows / kv_heads);
-  const int block_rows = 16 * plan.row_tiles, row_group = packed / block_rows;
-  const int64_t part0 =
-      ((static_cast<int64_t>(batch) * kv_heads + kv_head) * plan.row_groups + row_group) *
-      plan.splits;
-  const int r = packed % block_rows;
-  const int part = warp % warps_per_row,
-            per_warp = (plan.splits + warps_per_row - 1) / warps_per_row;
-  const int first = part * per_warp, last = live ? min(first + per_warp, plan.splits) : 0;
-
-  // The row's largest log2-sum-exp over every split (each of its warps finds it), then this
-  // warp's splits, 32 log2-sum-exps at a time with the O rows summed in split order, the weights
-  // shuffled from their lanes. Empty splits wrote O = 0 and lse = -inf (weight 0).
-  const float* lse = plan.partial_lse + part0 * block_rows + r;
-  const float* o = plan.partial_out + (part0 * block_rows + r) * kHeadDim + lane;
-  float mx = -INFINITY;
-  for (int s = lane; live && s < plan.splits; s += 32) mx = fmaxf(mx, lse[s * block_rows]);
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  float acc[kPerLane] = {};
-  float lane_sum = 0.f;
-  for (int s0 = first; s0 < last; s0 += 32) {
-    const int s = s0 + lane;
-    const float lse_s = s < last ? lse[s * block_rows] : -INFINITY;
-    const float weight = lse_s == -INFINITY ? 0.f : FastExp2(lse_s - mx);
-    lane_sum += weight;
-    const int n = min(32, last - s0);
-    for (int k0 = 0; k0 < n; k0 += kUnroll) {
-      float w[kUnroll], v[kUnroll][kPerLane];
-#pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        w[k] = __shfl_sync(0xffffffffu, weight, (k0 + k) % 32);
-        const float* row = o + static_cast<int64_t>(s0 + k0 + k) * block_rows * kHeadDim;
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i) v[k][i] = k0 + k < n ? row[32 * i] : 0.f;
-      }
-#pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i) acc[i] += w[k] * v[k][i];
-      }
-    }
-  }
-  float sum = lane_sum;
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (warps_per_row > 1) {
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) s_acc[warp][lane + 32 * i] = acc[i];
-    if (lane == 0) s_sum[warp] = sum;
-    __syncthreads();
-    if (part != 0) return;
-    sum = 0.f;
-    for (int i = 0; i < kPerLane; ++i) acc[i] = 0.f;
-    for (int w = warp; w < warp + warps_per_row; ++w) {
-      sum += s_sum[w];
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) acc[i] += s_acc[w][lane + 32 * i];
-    }
-  }
-  if (!live) return;
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
-  T* out = static_cast<T*>(p.out) + batch * p.o_batch_stride + (packed / p.group) * p.o_row_stride +
-           (kv_head * p.group + packed % p.group) * p.o_head_stride;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) out[lane + 32 * i] = FromFloat<T>(acc[i] * inv);
-}
-
-template <int kHeadDim, typename T>
-cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, cudaStream_t stream) {
+cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, int combine_warps,
+                          cudaStream_t stream) {
   using Traits = SplitKvTraits<kHeadDim>;
   // TMA where the plan asks for it (compute capability 9.0+), this build has sm_90 code and
   // the head dim fills whole 64-column regions; cp.async otherwise.
   SplitKvTensorMaps maps{};
   bool tma = false;
-#if defined(ATTN_FUSED_WGMMA)
+#if defined(ATTN_HAVE_SM90A)
   if constexpr (kHeadDim % 64 == 0) {
     if (plan.tma) {
       tma = EncodeOperandMap(&maps.k, p, FusedOperand::kK, kHeadDim, kSplitKvTileKeys) &&
@@ -433,12 +346,8 @@ cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, cudaSt
   const dim3 grid((p.heads / p.group) * plan.row_groups, plan.splits, p.batch);
   kernel<<<grid, Traits::kThreads, smem, stream>>>(p, plan, maps);
   if (plan.splits > 1) {
-    // Warps a row: enough that each sums at most kCombineUnroll splits where up to four times
-    // that many are to merge.
-    constexpr int kUnroll = kCombineUnroll<kHeadDim>;
-    const int warps_per_row = plan.splits <= kUnroll ? 1 : plan.splits <= 2 * kUnroll ? 2 : 4;
     const int64_t rows = static_cast<int64_t>(p.batch) * (p.heads / p.group) * p.q_len * p.group;
-    const int64_t rows_per_block = kCombineWarps / warps_per_row;
+    const int64_t rows_per_block = kCombineWarps / combine_warps;
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block));
     config.blockDim = dim3(kCombineWarps * 32);
@@ -449,7 +358,7 @@ cudaError_t LaunchSplitKv(const FusedParams& p, const FusedSplitKv& plan, cudaSt
     config.attrs = &dependent;
     config.numAttrs = plan.dependent_merge ? 1 : 0;
     if (cudaError_t e =
-            cudaLaunchKernelEx(&config, SplitKvCombineKernel<kHeadDim, T>, p, plan, warps_per_row);
+            cudaLaunchKernelEx(&config, SplitKvCombineKernel<kHeadDim, T>, p, plan, combine_warps);
         e != cudaSuccess) {
       return e;
     }
