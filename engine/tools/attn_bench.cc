@@ -10,6 +10,7 @@
 // the CPU). --suite runs a named suite through the engine's runner instead.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "attn/bench.h"
 #include "attn/device.h"
 #include "attn/kv_lens.h"
+#include "attn/overrides.h"
 #include "attn/records.h"
 #include "attn/registry.h"
 #include "attn/timing.h"
@@ -67,6 +69,19 @@ ABSL_FLAG(int, fp8_amax_history_len, 1024, "cudnn_fp8 DelayedScaling amax_histor
 ABSL_FLAG(std::string, fp8_amax_compute_algo, "max",
           "cudnn_fp8 DelayedScaling amax_compute_algo: max or most_recent");
 ABSL_FLAG(bool, list, false, "list backends with their verdict for the first case, then exit");
+// Forced choices (attn/overrides.h), to time a backend's alternatives side by side.
+ABSL_FLAG(std::string, fused_kernel, "auto",
+          "fused: the kernel, forced where it can run: mma_sync, wgmma, wgmma_ws, split_kv, or "
+          "auto (the backend's own choice)");
+ABSL_FLAG(
+    int, split_kv_stages, 0,
+    "fused: K/V stages of the split-KV kernel's TMA plans, 2-6 where they fit (0: automatic)");
+ABSL_FLAG(int, tma_l2_promotion, 128, "L2 promotion of TMA copies in bytes: 0, 64, 128 or 256");
+ABSL_FLAG(int, fp8_chunks, 0,
+          "cudnn_fp8: batch chunks a call, 1, 2 or 4 where the count divides the batch (0: "
+          "automatic)");
+ABSL_FLAG(int, cpu_threads, 0,
+          "threads of the host backends (cpu, reference); 0: one per hardware thread");
 
 namespace {
 
@@ -79,6 +94,56 @@ constexpr const char* kKvBandwidthNote =
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "attn-bench: %s\n", std::string(s.message()).c_str());
   return 1;
+}
+
+// Applies the forced-choice flags (attn/overrides.h) before any backend runs; a flag that names
+// a backend this build lacks, at a value other than its default, is an error.
+absl::Status ApplyOverrides() {
+  const std::string kernel = absl::GetFlag(FLAGS_fused_kernel);
+  const std::optional<attn::FusedPath> path = attn::FusedPathNamed(kernel);
+  if (kernel != "auto" && !path) {
+    return absl::InvalidArgumentError(
+        "--fused_kernel: expected auto, mma_sync, wgmma, wgmma_ws or split_kv; got " + kernel);
+  }
+  const int stages = absl::GetFlag(FLAGS_split_kv_stages);
+  if (stages != 0 && (stages < 2 || stages > 6)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--split_kv_stages: expected 0 (automatic) or 2 to 6; got %d", stages));
+  }
+  const int promotion = absl::GetFlag(FLAGS_tma_l2_promotion);
+  if (promotion != 0 && promotion != 64 && promotion != 128 && promotion != 256) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--tma_l2_promotion: expected 0, 64, 128 or 256; got %d", promotion));
+  }
+  const int chunks = absl::GetFlag(FLAGS_fp8_chunks);
+  if (chunks != 0 && chunks != 1 && chunks != 2 && chunks != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--fp8_chunks: expected 0 (automatic), 1, 2 or 4; got %d", chunks));
+  }
+  const int threads = absl::GetFlag(FLAGS_cpu_threads);
+  if (threads < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--cpu_threads: expected 0 (one per hardware thread) or more; got %d", threads));
+  }
+#if ATTN_HAVE_CUDA
+  attn::SetFusedPathOverride(path);
+  if (stages != 0) attn::SetSplitKvStagesOverride(stages);
+  attn::SetTmaL2PromotionOverride(promotion);
+#else
+  if (path || stages != 0 || promotion != 128) {
+    return absl::InvalidArgumentError(
+        "--fused_kernel, --split_kv_stages and --tma_l2_promotion need a CUDA build");
+  }
+#endif
+#if ATTN_HAVE_CUDNN
+  if (chunks != 0) attn::SetFp8ChunksOverride(chunks);
+#else
+  if (chunks != 0) return absl::InvalidArgumentError("--fp8_chunks needs a cuDNN build");
+#endif
+  if (threads > 0 && !attn::SetHostThreads(threads)) {
+    return absl::InternalError("--cpu_threads: the host thread pool already exists");
+  }
+  return absl::OkStatus();
 }
 
 // The DelayedScaling recipe from the --fp8_* flags (HYBRID: E4M3 forward, as the codelab's).
@@ -256,6 +321,7 @@ int RunSuite(attn::DeviceContext& context) {
 int main(int argc, char** argv) {
   attn::HandleHelpFlag(argc, argv, "attn-bench: times an attn backend over shapes on one device.");
   absl::ParseCommandLine(argc, argv);
+  if (auto s = ApplyOverrides(); !s.ok()) return Fail(s);
 
   int ordinal = absl::GetFlag(FLAGS_device);
   if (ordinal == -2) ordinal = attn::CudaDeviceCount() > 0 ? 0 : -1;
