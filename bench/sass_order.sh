@@ -1,41 +1,21 @@
 #!/usr/bin/env bash
-# Where ptxas put the warp-specialised kernel's waits (fused_wgmma_ws.cuh), read from the SASS on
+# Where ptxas put the warp-specialised kernel's waits (wgmma_ws_kernel.cuh), read from the SASS on
 # a machine without a GPU: compiles fused_hdim<H>.cu for sm_90a with the build's own command and
-# extra flags, disassembles it (cuobjdump and nvdisasm, from NVIDIA's wheels pinned below, into
-# .deps/sass-tools) and prints the consumer's main step in order (wgmma groups, waits, barriers,
+# extra flags, disassembles it (cuobjdump and nvdisasm, from NVIDIA's wheels pinned in
+# fused_object.sh, into .deps/sass-tools) and prints the consumer's main step in order (wgmma groups, waits, barriers,
 # the softmax's runs of exp2) and how many exp2 of the tile run before the wait for the P V issued
 # with its S. The schedule means all of them to (the softmax under that P V): exit 1 otherwise.
 # ctest runs it on H = 64, 96 and 128 (FusedWsSassOrder): ptxas moving that wait back above the
-# softmax cost 2-5% on the H200 (NOTES.md, 2026-12-06), and nothing else would notice.
+# softmax cost 2-5% on the H200 (NOTES.md, "The pinned P V wait lands"), and nothing else would
+# notice.
 #   bash bench/sass_order.sh BUILD HDIM [FLAGS...]
-#   e.g. bash bench/sass_order.sh build 128 -DATTN_FUSED_WS_PINGPONG=1
+#   e.g. bash bench/sass_order.sh build 128 -Xptxas -v
 set -euo pipefail
 build=$(cd "$1" && pwd) hdim=$2
 shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
-# cuobjdump -sass runs nvdisasm from its own folder: both come from NVIDIA's wheels.
-SASS_TOOLS_VERSION=13.5.37
-tools=$root/.deps/sass-tools/bin
-if [ ! -x "$tools/cuobjdump" ] || [ ! -x "$tools/nvdisasm" ]; then
-  work=$(mktemp -d)
-  python3 -m pip download -q --no-deps --only-binary=:all: -d "$work" \
-    "nvidia-cuda-cuobjdump==$SASS_TOOLS_VERSION" "nvidia-cuda-nvdisasm==$SASS_TOOLS_VERSION"
-  python3 - "$work" "$tools" <<'PY'
-import glob, os, sys, zipfile
-os.makedirs(sys.argv[2], exist_ok=True)
-for wheel in glob.glob(os.path.join(sys.argv[1], "*.whl")):
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            if name.endswith(("/bin/cuobjdump", "/bin/nvdisasm")):
-                target = os.path.join(sys.argv[2], os.path.basename(name))
-                with open(target, "wb") as f:
-                    f.write(z.read(name))
-                os.chmod(target, 0o755)
-PY
-  rm -rf "$work"
-fi
-
 source "$root/bench/fused_object.sh"
+tools=$(sass_tools "$root")
 cubin=$(mktemp --suffix=.cubin)
 trap 'rm -f "$cubin"' EXIT
 cmd=$(fused_object_command "$build" "$hdim" "$cubin")
