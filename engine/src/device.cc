@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "platform.h"
+#include "raw_memory.h"
 
 namespace attn {
 

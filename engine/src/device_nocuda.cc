@@ -7,6 +7,7 @@
 #include "attn/arena.h"
 #include "attn/device.h"
 #include "platform.h"
+#include "raw_memory.h"
 
 namespace attn {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "attn/backend.h"
+#include "attn/unsupported.h"
 
 namespace attn {
 

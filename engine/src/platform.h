@@ -1,5 +1,6 @@
-// The engine's platform layer: raw allocations behind Arena and device-side timing, from CUDA
-// when built with it (device_cuda.cc) and from the host otherwise (device_nocuda.cc).
+// The engine's work on a device stream: timing and input generation, from CUDA when built with
+// it (device_cuda.cc) and refused otherwise (device_nocuda.cc). The raw allocations behind Arena
+// are raw_memory.h's.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +12,6 @@
 #include "attn/device.h"
 
 namespace attn {
-
-absl::StatusOr<void*> AllocateDeviceMemory(int64_t bytes);  // cudaMalloc on the current device
-absl::StatusOr<void*> AllocateHostMemory(int64_t bytes);    // aligned operator new
-void FreeDeviceMemory(void* p);
-void FreeHostMemory(void* p);
 
 // Times `repeats` calls of `work` on `stream` with CUDA events, after `warmup` untimed ones.
 absl::StatusOr<std::vector<double>> TimeOnStream(CudaStream stream,

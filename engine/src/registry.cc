@@ -2,56 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "backends.h"
 
 namespace attn {
-namespace {
-
-class UnavailableBackend final : public Backend {
- public:
-  UnavailableBackend(std::string name, std::string description, std::string reason)
-      : name_(std::move(name)),
-        description_(absl::StrCat(description, " (not in this build)")),
-        reason_(std::move(reason)) {}
-  std::string name() const override { return name_; }
-  std::string description() const override { return description_; }
-  absl::Status CheckSupport(const AttentionProblem&, const DeviceInfo&) const override {
-    return Unsupported(reason_);
-  }
-  absl::StatusOr<int64_t> WorkspaceBytes(const AttentionProblem&, DeviceContext&,
-                                         const RunOptions&) const override {
-    return Unsupported(reason_);
-  }
-  absl::Status Run(const RunArgs&) const override { return Unsupported(reason_); }
-
- private:
-  const std::string name_, description_, reason_;
-};
-
-}  // namespace
-
-std::unique_ptr<Backend> MakeUnavailableBackend(std::string name, std::string description,
-                                                std::string reason) {
-  return std::make_unique<UnavailableBackend>(std::move(name), std::move(description),
-                                              std::move(reason));
-}
-
-std::string CudnnVersion() {
-#if ATTN_HAVE_CUDNN
-  return CudnnLibraryVersion();
-#else
-  return "";
-#endif
-}
-
-const BackendRegistry& BackendRegistry::Default() {
-  static const BackendRegistry* registry = [] {
-    auto* r = new BackendRegistry();
-    AddBuiltinBackends(*r);
-    return r;
-  }();
-  return *registry;
-}
 
 void BackendRegistry::Add(std::unique_ptr<Backend> backend) {
   backends_.push_back(std::move(backend));

@@ -23,8 +23,9 @@ struct BackendVerdict {
 class BackendRegistry {
  public:
   // Every backend of the project, fastest first (the order "auto" tries them in): cudnn, fused,
-  // naive, cpu, then cudnn_fp8, which auto never picks. Those this build left out are listed
-  // too, always unsupported with the reason (backends.h).
+  // naive, cpu, reference, then cudnn_fp8, which auto never picks. Those this build left out are
+  // listed too, always unsupported with the reason. Defined with the built-in backends
+  // (backends.cc).
   static const BackendRegistry& Default();
 
   // Appends `backend`; later additions rank below earlier ones for "auto".

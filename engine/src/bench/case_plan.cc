@@ -1,5 +1,5 @@
 // A benchmark case's plan (attn/bench.h's CasePlan): every call the runner makes for it, the
-// bounds it makes them within, and the memory they hold. RunPlannedCase (runner.cc) runs it;
+// bounds it makes them within, and the memory they hold. RunPlannedCase (bench.cc) runs it;
 // the server's cost and memory admission read it.
 #include <algorithm>
 

@@ -9,6 +9,7 @@
 #include "cuda/check.h"
 #include "inputs/fill_kernels.h"
 #include "platform.h"
+#include "raw_memory.h"
 
 namespace attn {
 

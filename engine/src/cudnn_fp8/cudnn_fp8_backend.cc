@@ -28,6 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "attn/fp8.h"
 #include "attn/overrides.h"
+#include "attn/registry.h"
 #include "backends.h"
 #include "cuda/check.h"
 #include "cudnn/graph.h"
