@@ -209,12 +209,10 @@ TEST_P(ReferenceVersusTripleLoop, MatchesWithinDtypeTolerance) {
   const auto [dtype, sh] = GetParam();
   const AttentionProblem p =
       ProblemOf(attn::testing::Shape{sh.b, sh.t, sh.s, sh.n, sh.k, sh.h}, dtype, sh.causal);
-  Inputs in = RandomInputs(p, 5);
-  auto out = RunOnCpu(in, "reference");
-  ASSERT_TRUE(out.ok()) << out.status();
+  const Inputs in = RandomInputs(p, 5);
   // The reference's only rounding is the final one to the dtype.
-  const Comparison c = Compare(*out, Reference(in), ToleranceFor(dtype));
-  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+  auto checked = RunVersusReference("reference", in, Reference(in));
+  ASSERT_TRUE(checked.ok()) << checked.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(AwkwardShapes, ReferenceVersusTripleLoop,
@@ -248,8 +246,7 @@ TEST_P(CpuVersusReference, WithinCpuTolerance) {
   ASSERT_TRUE(want.ok()) << want.status();
   auto got = RunOnCpu(in, "cpu");
   ASSERT_TRUE(got.ok()) << got.status();
-  const Comparison c = Compare(*got, *want, ToleranceFor(dtype));
-  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
+  ExpectWithin(*got, *want, ToleranceFor(dtype), "cpu " + p.ToString() + " beside reference");
   if (dtype == DType::kFloat32) return;
   const Tolerance f32 = ToleranceFor(DType::kFloat32);
   int64_t beyond = 0, first = -1;

@@ -548,12 +548,10 @@ absl::StatusOr<std::vector<double>> RunFp8(const Inputs& in, const RunOptions& o
   return Decode(out, p.dtype);
 }
 
-// The awkward sizes, within FP8's head dims (multiples of 16, <= 256 on Hopper).
-const Shape kShapes[] = {
-    {1, 1, 1, 4, 4, 32},       {2, 1, 127, 8, 2, 64},   {2, 17, 17, 8, 8, 64},
-    {1, 17, 1000, 8, 1, 128},  {2, 127, 127, 4, 1, 64}, {1, 127, 33, 8, 2, 256},
-    {1, 1000, 1000, 2, 2, 64}, {2, 64, 256, 8, 8, 128}, {1, 256, 1000, 4, 1, 96},
-};
+// The awkward sizes, H = 80 as 96, as for fused (FP8 takes any multiple of 16 up to 256 on Hopper;
+// 96 is the head dim of the models' that is no power of two). T = 1 is refused on Hopper (no FP8
+// decode engine there): those cases skip with the reason.
+const std::vector<Shape> kShapes = AwkwardShapes(96);
 
 class Fp8VersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {};
 
@@ -563,19 +561,17 @@ TEST_P(Fp8VersusReference, WithinToleranceAndAtMostTwiceTheEmulatedError) {
   const AttentionProblem p = ProblemOf(sh, dtype, causal);
   const Inputs in = RandomInputs(p, 41);
   auto out = RunFp8(in, {});
-  if (out.status().code() == absl::StatusCode::kFailedPrecondition) {
-    GTEST_SKIP() << out.status().message();
-  }
+  if (IsUnsupported(out.status())) GTEST_SKIP() << out.status().message();
   ASSERT_TRUE(out.ok()) << out.status();
   const std::vector<double> ref = Reference(in);
-  const Comparison c = Compare(*out, ref, kFp8E4M3Tolerance);
+  const std::string what = "cudnn_fp8 " + p.ToString();
+  const Comparison c = ExpectWithin(*out, ref, kFp8E4M3Tolerance, what);
   const Comparison e = Compare(EmulatedFp8(in, CurrentScales(in)), ref, kFp8E4M3Tolerance);
   // One line per shape in the log: the figures kFp8E4M3Tolerance is justified by.
   std::printf("fp8 measured %s: gpu %s | emulated rel L2 %.3e\n", p.ToString().c_str(),
               c.ToString().c_str(), e.rel_l2);
-  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
-  EXPECT_LE(c.rel_l2, 2.0 * e.rel_l2 + 1e-3)
-      << p.ToString() << ": gpu " << c.ToString() << " vs emulated " << e.ToString();
+  ExpectErrorWithinRatio(c, e, kFp8VsEmulatedErrorRatio, kFp8VsEmulatedErrorFloor,
+                         what + " beside its emulation");
 }
 
 INSTANTIATE_TEST_SUITE_P(AwkwardShapes, Fp8VersusReference,

@@ -1,5 +1,7 @@
 // The naive CUDA backend: support rules and workspace (any machine), numerics on the GPU.
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "attn/attention.h"
 #include "attn/registry.h"
@@ -59,39 +61,23 @@ TEST(NaiveWorkspace, IsTheScoreMatrixPlusPointerArrays) {
   EXPECT_EQ(Naive()->WorkspaceBytes(p, SharedCpuContext()).value(), int64_t{2304} + 5 * 8 * 32);
 }
 
-// The awkward sizes: T in {1, 17, 127, 1000}, S != T, H in {32, 64, 80, 128, 256},
-// K in {N, N/4, 1}.
-const Shape kShapes[] = {
-    {1, 1, 1, 4, 4, 32},
-    {2, 1, 127, 8, 2, 64},
-    {2, 17, 17, 8, 8, 80},
-    {1, 17, 1000, 8, 1, 128},
-    {2, 127, 127, 4, 1, 64},
-    {1, 127, 33, 8, 2, 256},
-    {1, 1000, 1000, 4, 4, 64},
-    {1, 1000, 127, 8, 2, 32},
-    {2, 64, 256, 8, 8, 128},
-    {1, 256, 1000, 4, 1, 80},
-    // One shape per softmax path beyond those: warp-resident rows of 16 and 32 float4 per lane,
-    // the shared-memory row cache with S % 4 == 0, and a row too long to cache (two passes).
-    {1, 5, 2048, 2, 2, 64},
-    {1, 9, 4000, 2, 1, 32},
-    {1, 4, 6000, 2, 2, 32},
-    {1, 3, 13000, 2, 1, 32},
-};
+// The awkward sizes, and one shape per softmax path beyond them: warp-resident rows of 16 and 32
+// float4 per lane, the shared-memory row cache with S % 4 == 0, and a row too long to cache (two
+// passes).
+const std::vector<Shape> kShapes = AwkwardShapes(80, {{1, 5, 2048, 2, 2, 64},
+                                                      {1, 9, 4000, 2, 1, 32},
+                                                      {1, 4, 6000, 2, 2, 32},
+                                                      {1, 3, 13000, 2, 1, 32}});
 
 class NaiveVersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {};
 
 TEST_P(NaiveVersusReference, MatchesWithinDtypeTolerance) {
   ATTN_REQUIRE_GPU();
   const auto [dtype, sh, causal] = GetParam();
-  const AttentionProblem p = ProblemOf(sh, dtype, causal);
-  Inputs in = RandomInputs(p, 11);
-  auto out = RunOnGpu(in, "naive");
-  ASSERT_TRUE(out.ok()) << out.status();
-  const Comparison c = Compare(*out, Reference(in), ToleranceFor(dtype));
-  EXPECT_TRUE(c.within) << p.ToString() << ": " << c.ToString();
-  RecordProperty("rel_l2", std::to_string(c.rel_l2));
+  const Inputs in = RandomInputs(ProblemOf(sh, dtype, causal), 11);
+  auto checked = RunVersusReference("naive", in, Reference(in));
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  RecordProperty("rel_l2", std::to_string(checked->comparison.rel_l2));
 }
 
 INSTANTIATE_TEST_SUITE_P(AwkwardShapes, NaiveVersusReference,

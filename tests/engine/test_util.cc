@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "attn/attention.h"
@@ -198,6 +200,15 @@ AttentionProblem ProblemOf(const Shape& s, DType dtype, bool causal) {
   return p;
 }
 
+std::vector<Shape> AwkwardShapes(int64_t h80, std::initializer_list<Shape> extra) {
+  std::vector<Shape> shapes(std::begin(kAwkwardShapes), std::end(kAwkwardShapes));
+  for (Shape& s : shapes) {
+    if (s.h == 80) s.h = h80;
+  }
+  shapes.insert(shapes.end(), extra);
+  return shapes;
+}
+
 std::string DtypeShapeCausalName(const ::testing::TestParamInfo<DtypeShapeCausal>& info) {
   const auto& [dtype, s, causal] = info.param;
   return ShapeName(dtype, s.b, s.t, s.s, s.n, s.k, s.h, causal);
@@ -242,6 +253,45 @@ Comparison Compare(const std::vector<double>& out, const std::vector<double>& re
   return c;
 }
 
+Comparison ExpectWithin(const std::vector<double>& out, const std::vector<double>& ref,
+                        Tolerance tol, const std::string& what) {
+  const Comparison c = Compare(out, ref, tol);
+  EXPECT_TRUE(c.within) << what << ": " << c.ToString();
+  return c;
+}
+
+void ExpectErrorWithinRatio(const Comparison& c, const Comparison& peer, double ratio, double floor,
+                            const std::string& what) {
+  EXPECT_LE(c.rel_l2, ratio * peer.rel_l2 + floor)
+      << what << ": " << c.ToString() << " vs " << peer.ToString();
+}
+
+bool IsHostBackend(const std::string& backend) {
+  return backend == "cpu" || backend == "reference";
+}
+
+absl::StatusOr<Checked> RunVersusReference(const std::string& backend, const Inputs& in,
+                                           const std::vector<double>& ref,
+                                           const Comparison* naive) {
+  auto out = IsHostBackend(backend) ? RunOnCpu(in, backend) : RunOnGpu(in, backend);
+  if (!out.ok()) return out.status();
+  const DType dtype = in.problem.dtype;
+  const std::string what = backend + " " + in.problem.ToString();
+  Checked checked{*std::move(out), {}};
+  checked.comparison = ExpectWithin(checked.out, ref, ToleranceFor(dtype), what);
+  if (naive != nullptr) {
+    ExpectErrorWithinRatio(checked.comparison, *naive, kFastVsNaiveErrorRatio,
+                           FastVsNaiveErrorFloor(dtype), what + " beside naive");
+  }
+  return checked;
+}
+
+absl::StatusOr<Comparison> NaiveComparison(const Inputs& in, const std::vector<double>& ref) {
+  auto naive = RunOnGpu(in, "naive");
+  if (!naive.ok()) return naive.status();
+  return Compare(*naive, ref, ToleranceFor(in.problem.dtype));
+}
+
 void ExpectStridedKvMatchesReference(const Backend& backend, const AttentionProblem& p,
                                      uint64_t seed) {
   DeviceContext& gpu = *SharedGpuContext();
@@ -283,8 +333,8 @@ void ExpectStridedKvMatchesReference(const Backend& backend, const AttentionProb
   ASSERT_TRUE(RunAttention(backend, p, t, gpu).ok());
   std::vector<uint8_t> out(static_cast<size_t>(q_bytes));
   ASSERT_TRUE(gpu.CopyToHost(out.data(), out_block->data(), q_bytes).ok());
-  const Comparison c = Compare(Decode(out, p.dtype), Reference(in), ToleranceFor(p.dtype));
-  EXPECT_TRUE(c.within) << c.ToString();
+  ExpectWithin(Decode(out, p.dtype), Reference(in), ToleranceFor(p.dtype),
+               backend.name() + " " + p.ToString() + ", K and V interleaved");
 }
 
 }  // namespace attn::testing

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -90,6 +92,19 @@ AttentionProblem ProblemOf(const Shape& s, DType dtype, bool causal);
 using DtypeShapeCausal = std::tuple<DType, Shape, bool>;
 std::string DtypeShapeCausalName(const ::testing::TestParamInfo<DtypeShapeCausal>& info);
 
+// The awkward sizes every GPU backend is held to against the float64 reference: T in {1, 17, 127,
+// 1000}, S != T either way, H from 32 to 256 (80: no power of two), K in {N, N/4, 1}.
+inline constexpr Shape kAwkwardShapes[] = {
+    {1, 1, 1, 4, 4, 32},       {2, 1, 127, 8, 2, 64},    {2, 17, 17, 8, 8, 80},
+    {1, 17, 1000, 8, 1, 128},  {2, 127, 127, 4, 1, 64},  {1, 127, 33, 8, 2, 256},
+    {1, 1000, 1000, 4, 4, 64}, {1, 1000, 127, 8, 2, 32}, {2, 64, 256, 8, 8, 128},
+    {1, 256, 1000, 4, 1, 80},
+};
+
+// One backend's list: kAwkwardShapes with head dim 80 as `h80` where the backend takes no 80,
+// then the backend's own `extra` shapes.
+std::vector<Shape> AwkwardShapes(int64_t h80 = 80, std::initializer_list<Shape> extra = {});
+
 // One unit in the last place at `value`, a non-negative bf16 or fp16 number: the step to the next
 // one up, through the dtype's own conversions.
 double UlpOf(double value, DType dtype);
@@ -103,6 +118,38 @@ struct Comparison {
   std::string ToString() const;
 };
 Comparison Compare(const std::vector<double>& out, const std::vector<double>& ref, Tolerance tol);
+
+// `out` within `tol` of `ref` (every element and the L2 bound), failing the test with `what`
+// (the backend and the problem) otherwise. Returns the comparison.
+Comparison ExpectWithin(const std::vector<double>& out, const std::vector<double>& ref,
+                        Tolerance tol, const std::string& what);
+
+// `c`'s rel-L2 error at most `ratio` x `peer`'s + `floor`, failing the test with `what`
+// otherwise: a fast path beside the naive path of the same precision (kFastVsNaiveErrorRatio),
+// FP8 beside its emulation (kFp8VsEmulatedErrorRatio).
+void ExpectErrorWithinRatio(const Comparison& c, const Comparison& peer, double ratio, double floor,
+                            const std::string& what);
+
+// The host backends (cpu, reference) run on the CPU context, the others on the GPU.
+bool IsHostBackend(const std::string& backend);
+
+// A backend's output beside the float64 reference.
+struct Checked {
+  std::vector<double> out;
+  Comparison comparison;
+};
+
+// The check of every "versus reference" test: `backend` runs `in` (RunOnCpu for a host backend,
+// RunOnGpu otherwise) and its output is within ToleranceFor(dtype) of `ref`, the float64
+// reference of `in`; with `naive` (NaiveComparison on the same inputs), a fast path of the same
+// precision also has at most kFastVsNaiveErrorRatio x the naive path's error. Returns the output,
+// or the run's error (the caller asserts, or skips an Unsupported).
+absl::StatusOr<Checked> RunVersusReference(const std::string& backend, const Inputs& in,
+                                           const std::vector<double>& ref,
+                                           const Comparison* naive = nullptr);
+
+// The naive backend on `in` compared with `ref`: the error a fast path is held to.
+absl::StatusOr<Comparison> NaiveComparison(const Inputs& in, const std::vector<double>& ref);
 
 // Runs `backend` on the GPU with K and V interleaved in one (B, S, 2, K, H) buffer, as a KV
 // cache stores them (strided views, no copies), and compares with the float64 reference.
