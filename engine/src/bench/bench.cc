@@ -2,12 +2,13 @@
 // their bounds), inputs from the context's arena filled from the seed, the warm-up, then repeats
 // timed with CUDA events (host clock on the CPU) until the repeat count or the case's time budget
 // is reached, and the numerics check the plan lists.
+#include "attn/bench.h"
+
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
 #include "attn/attention.h"
-#include "attn/bench.h"
 #include "attn/fp8.h"
 #include "attn/reference.h"
 #include "attn/registry.h"

@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-
 #include "attn/bench.h"
 #include "attn/fp8.h"
 #include "attn/reference.h"
@@ -77,8 +76,9 @@ absl::StatusOr<CasePlan> PlanCase(const BenchCase& c, const BenchOptions& option
       plan.host_bytes += q * 4;  // its output, copied back
       plan.arena_bytes += plan.reference->tensor_bytes;
     } else {
-      plan.no_reference = naive == nullptr ? "this build has no naive backend"
-                                           : std::string(naive->CheckSupport(f32, device).message());
+      plan.no_reference = naive == nullptr
+                              ? "this build has no naive backend"
+                              : std::string(naive->CheckSupport(f32, device).message());
     }
   } else {
     plan.no_reference = absl::StrFormat(
