@@ -10,8 +10,10 @@
 #        bash bench/fused_patch.sh build .gpu-var --tests ws-static:64,96,128:bench/patches/ws-static.patch
 #        bash bench/fused_patch.sh build .gpu-var --tests ws-lineinfo:128::-lineinfo
 # HDIMS: a comma list of head dims; PATCH may be empty (the build's own source, e.g. with
-# -lineinfo for racecheck's source lines); NVCC_FLAGS go to the head dims' objects. Writes OUT/attn-bench-NAME (and OUT/attn_engine_tests-NAME);
-# bundle them with the rest (bench/gpu_fused.sh and gpu_fused_ws.sh time bin/attn-bench-*).
+# -lineinfo for racecheck's source lines); NVCC_FLAGS go to the head dims' objects. Writes
+# OUT/attn-bench-NAME (and OUT/attn_engine_tests-NAME); bundle them with the rest (bench/gpu_pack.sh
+# BUILD OUT/*): `bench/gpu.sh variants` times each attn-bench-NAME beside attn-bench, and `tests`
+# runs each attn_engine_tests-NAME.
 set -euo pipefail
 build=$(cd "$1" && pwd) out=$2; shift 2
 tests=0

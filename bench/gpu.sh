@@ -12,7 +12,7 @@
 # (the packed bundle bench/gpu_pack.sh makes, which fits the carry limit), it is unpacked first.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=bench/gpu_steps.sh
+# shellcheck source=gpu_steps.sh source-path=SCRIPTDIR
 source "$here/gpu_steps.sh"
 steps=$(declare -F | sed -n 's/^declare -f gpu_step_//p' | tr '\n' ' ')
 usage() {
@@ -49,7 +49,7 @@ mkdir -p "$out"
 trap gpu_stop_servers EXIT
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
-  --format=csv,noheader || echo "(no nvidia-smi)"
+  --format=csv,noheader 2>/dev/null || echo "(no nvidia-smi: no GPU here)"
 echo "bundle: $(cd "$g/bin" && printf '%s ' *)"
 for name in "${names[@]}"; do
   echo

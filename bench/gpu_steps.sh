@@ -33,12 +33,13 @@ gpu_gtest() {
 # gpu_bench TAG ARGS...: the bundled attn-bench (or the program named by $bench_bin) with the
 # peers' protocol on ARGS (--backend=..., --fused_kernel=..., shape flags), within 60 s; its
 # result lines, each tagged "[TAG] " where TAG is not empty (gpu_table then labels them TAG, not
-# by their backend). Its whole output is kept in $out/attn-bench.log.
+# by their backend); its errors on stderr. Its whole output is kept in $out/attn-bench.log.
 gpu_bench() {
   local tag=${1:+[$1] }
   shift
   timeout 60 "$g/run" "${bench_bin:-attn-bench}" --dtypes=bfloat16 --warmup=10 --repeats=50 "$@" \
-    2>&1 | tee -a "$out/attn-bench.log" | grep -E '^[a-z_0-9]+ +B=' | sed "s/^/$tag/"
+    2>&1 | tee -a "$out/attn-bench.log" \
+    | awk -v tag="$tag" '/^[a-z_0-9]+ +B=/ {print tag $0; next} /^attn-bench[^ ]*: / {print > "/dev/stderr"}'
 }
 
 # gpu_peers SHAPE...: PyTorch SDPA's flash (FlashAttention-2) and cuDNN backends on each
@@ -57,6 +58,16 @@ gpu_table() {
   python3 "$(dirname "${BASH_SOURCE[0]}")/gpu_table.py" --subject="$2" "$1"
 }
 
+# gpu_compute_sanitizer: the path of compute-sanitizer (on the PATH or in /usr/local/cuda), or
+# fails saying it is missing.
+gpu_compute_sanitizer() {
+  local cs
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [ -x "$cs" ] && echo "$cs" && return 0
+  echo "(no compute-sanitizer on this machine: passed over)" >&2
+  return 1
+}
+
 # gpu_sanitize FILTER SECONDS TOOL...: compute-sanitizer's TOOL (memcheck, racecheck, synccheck)
 # over the bundled attn_engine_tests on the gtest FILTER, its log in $out/<tool>.log; the
 # summaries echoed, and the source lines the reports name most. racecheck reports every hazard,
@@ -65,7 +76,7 @@ gpu_sanitize() {
   local filter=$1 limit=$2 cs tool log opts
   shift 2
   gpu_has attn_engine_tests || return 0
-  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  cs=$(gpu_compute_sanitizer) || return 0
   for tool in "$@"; do
     log=$out/$tool.log
     opts=(--tool "$tool" --error-exitcode 3)
@@ -171,7 +182,7 @@ gpu_step_sanitize() {
     200 memcheck racecheck synccheck
   gpu_has attn-bench || return 0
   local cs tool
-  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  cs=$(gpu_compute_sanitizer) || return 0
   for tool in memcheck synccheck; do
     timeout 120 "$g/run" "$cs" --tool "$tool" --error-exitcode 3 attn-bench --backend=fused \
       --fused_kernel=wgmma_ws --dtypes=bfloat16 --batch=8 --heads=8 --kv_heads=2 --head_dim=128 \
@@ -256,11 +267,14 @@ gpu_step_naive() {
 # |fp8 - bf16|, both errors against a float32 reference).
 gpu_step_fp8() {
   gpu_has attn-bench || return 0
-  local round chunks smi log=$out/fp8.log
+  local round chunks smi='' log=$out/fp8.log smi_log=$out/fp8-smi.csv
   local shape=(--batch=4 --heads=16 --head_dim=128 --seq_lens=8192 --causal)
-  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active \
-    --format=csv,noheader -lms 50 > "$out/fp8-smi.csv" 2>&1 &
-  smi=$!
+  : > "$smi_log"
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active \
+      --format=csv,noheader -lms 50 > "$smi_log" 2>&1 &
+    smi=$!
+  fi
   : > "$log"
   for round in 1 2 3; do
     gpu_bench "" --backend=cudnn_fp8,cudnn "${shape[@]}" >> "$log"
@@ -269,13 +283,15 @@ gpu_step_fp8() {
     gpu_bench "cudnn_fp8 chunks=$chunks" --backend=cudnn_fp8 --fp8_chunks=$chunks "${shape[@]}" \
       >> "$log"
   done
-  kill "$smi" 2>/dev/null
+  [ -z "$smi" ] || kill "$smi"
   gpu_table "$log" cudnn_fp8
-  echo "SM clock MHz, power W while timing (min, median, max of $(wc -l < "$out/fp8-smi.csv") samples):"
-  for col in 2 3; do
-    cut -d, -f$col "$out/fp8-smi.csv" | awk '{print $1}' | sort -n \
-      | awk '{v[NR] = $1} END {print v[1], v[int((NR + 1) / 2)], v[NR]}'
-  done
+  if [ -s "$smi_log" ]; then
+    echo "SM clock MHz, power W while timing (min, median, max of $(wc -l < "$smi_log") samples):"
+    for col in 2 3; do
+      cut -d, -f$col "$smi_log" | awk '{print $1}' | sort -n \
+        | awk '{v[NR] = $1} END {print v[1], v[int((NR + 1) / 2)], v[NR]}'
+    done
+  fi
   echo "-- the codelab's FP8 row (attn-bench --suite=codelab --sections='FP8 vs bf16')"
   timeout 120 "$g/run" attn-bench --suite=codelab --sections='FP8 vs bf16' --check_numerics \
     --warmup=20 --repeats=100 2>/dev/null | tee "$out/fp8-codelab.log"

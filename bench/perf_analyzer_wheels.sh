@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The wheel bench/gpu_perf_analyzer.sh unpacks on the GPU machine (nothing can be fetched there),
-# into DIR (default .whl-pa, git-ignored, which a device call carries): perf-analyzer at
+# The wheel `bench/gpu.sh perf_analyzer` unpacks on the GPU machine (nothing can be fetched
+# there), into DIR (default .whl-pa, git-ignored, which a device call carries): perf-analyzer at
 # tests/kserve/requirements.txt's version, a py3-none manylinux_2_38 wheel holding the
 # perf_analyzer binary (the script runs only that binary).
 #
