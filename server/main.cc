@@ -5,6 +5,7 @@
 // the process exits 0. Liveness (health service "") stays SERVING while the process runs, also
 // when the GPU is unusable, so Kubernetes does not restart a pod that needs another node.
 #include <google/protobuf/stubs/logging.h>
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -114,6 +115,10 @@ int main(int argc, char** argv) {
       "(attention.v1.AttentionService).\n"
       "  attn-server [--listen_address=0.0.0.0:50051] [--metrics_address=0.0.0.0:9464] ...");
   absl::ParseCommandLine(argc, argv);
+  // Blocks of 1 MiB and more (request payloads, replies, numerics copies) are mapped for their
+  // own and returned to the system when freed: glibc's default raises this threshold as large
+  // blocks come and go, after which they stay in its heaps and the resident memory only grows.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   if (auto s = attn::server::InitLogging(absl::GetFlag(FLAGS_log_format),
                                          absl::GetFlag(FLAGS_log_level));
       !s.ok()) {

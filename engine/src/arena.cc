@@ -1,6 +1,7 @@
 #include "attn/arena.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 #include "absl/strings/str_format.h"
@@ -48,6 +49,9 @@ absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(MemoryKind memory, int64_t 
         memory == MemoryKind::kDevice ? AllocateDeviceMemory(bytes) : AllocateHostMemory(bytes);
     if (!raw.ok()) return raw.status();
     base = *raw;
+    // Host memory is committed now, as device memory is by its allocation: the server's resident
+    // memory is its arena from start-up, not a figure that grows as requests first touch pages.
+    if (memory == MemoryKind::kHost) std::memset(base, 0, static_cast<size_t>(bytes));
   }
   return std::unique_ptr<Arena>(new Arena(memory, base, bytes));
 }
