@@ -21,7 +21,7 @@
 namespace attn::client {
 namespace {
 
-absl::Status Bad(const std::string& spec, const std::string& rule) {
+absl::Status BadTarget(const std::string& spec, const std::string& rule) {
   return absl::InvalidArgumentError(absl::StrCat("--target '", spec, "': ", rule));
 }
 
@@ -30,7 +30,7 @@ absl::Status SplitHostPort(const std::string& spec, const std::string& item, std
                            std::string& port) {
   const size_t colon = item.rfind(':');
   if (colon == std::string::npos || colon + 1 == item.size() || colon == 0) {
-    return Bad(spec, absl::StrCat("'", item, "' is not host:port"));
+    return BadTarget(spec, absl::StrCat("'", item, "' is not host:port"));
   }
   host = item.substr(0, colon);
   port = item.substr(colon + 1);
@@ -62,7 +62,7 @@ std::vector<std::pair<int, std::string>> Resolve(const std::string& host, const 
 
 absl::StatusOr<Target> ParseTarget(const std::string& spec) {
   if (spec.empty())
-    return Bad(spec, "empty; expected host:port, a comma list, or dns:///name:port");
+    return BadTarget(spec, "empty; expected host:port, a comma list, or dns:///name:port");
   Target t;
   if (absl::StartsWith(spec, "dns:")) {
     t.uri = spec;
@@ -71,7 +71,7 @@ absl::StatusOr<Target> ParseTarget(const std::string& spec) {
     std::string host, port;
     if (auto s = SplitHostPort(spec, name, host, port); !s.ok()) return s;
     const auto addresses = Resolve(host, port);
-    if (addresses.empty()) return Bad(spec, absl::StrCat("'", host, "' does not resolve"));
+    if (addresses.empty()) return BadTarget(spec, absl::StrCat("'", host, "' does not resolve"));
     t.replicas = static_cast<int>(addresses.size());
     return t;
   }
@@ -84,10 +84,10 @@ absl::StatusOr<Target> ParseTarget(const std::string& spec) {
   std::vector<std::string> v4, v6;
   for (absl::string_view item : absl::StrSplit(spec, ',')) {
     std::string host, port;
-    if (item.empty()) return Bad(spec, "empty item in the comma list");
+    if (item.empty()) return BadTarget(spec, "empty item in the comma list");
     if (auto s = SplitHostPort(spec, std::string(item), host, port); !s.ok()) return s;
     const auto addresses = Resolve(host, port);
-    if (addresses.empty()) return Bad(spec, absl::StrCat("'", host, "' does not resolve"));
+    if (addresses.empty()) return BadTarget(spec, absl::StrCat("'", host, "' does not resolve"));
     // The first address of each host: one replica per listed item.
     const auto& [family, address] = addresses.front();
     if (family == AF_INET6)
@@ -96,7 +96,7 @@ absl::StatusOr<Target> ParseTarget(const std::string& spec) {
       v4.push_back(absl::StrCat(address, ":", port));
   }
   if (!v4.empty() && !v6.empty()) {
-    return Bad(spec, "mixes IPv4 and IPv6 hosts; gRPC's static lists take one family");
+    return BadTarget(spec, "mixes IPv4 and IPv6 hosts; gRPC's static lists take one family");
   }
   t.uri = v4.empty() ? "ipv6:" + absl::StrJoin(v6, ",") : "ipv4:" + absl::StrJoin(v4, ",");
   t.replicas = static_cast<int>(v4.size() + v6.size());

@@ -9,11 +9,6 @@
 
 namespace attn::server {
 namespace v1 = attention::v1;
-namespace {
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-}  // namespace
 
 void Attends::Start(grpc::CallbackServerContext* context, std::shared_ptr<Call> call,
                     const v1::AttendRequest& attend, const absl::Status& converted,

@@ -12,8 +12,6 @@ namespace attn::server {
 namespace v1 = attention::v1;
 namespace {
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
 // How often a paused job looks at its stop token (a deadline, a cancel, the shutdown).
 constexpr auto kPausedPoll = std::chrono::milliseconds(100);
 

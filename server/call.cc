@@ -6,12 +6,6 @@
 #include "proto/status.h"
 
 namespace attn::server {
-namespace {
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-}  // namespace
-
 std::string PeerHost(const std::string& peer) {
   absl::string_view p = peer;
   for (absl::string_view scheme : {"ipv4:", "ipv6:"}) {

@@ -32,6 +32,9 @@ namespace attn::server {
 
 using Clock = std::chrono::steady_clock;
 
+// A span of Clock in seconds (timings, logs, metrics).
+inline double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 struct Task {
   std::string client;        // fairness key: the participant
   int max_queued = 1 << 30;  // the participant's limits (ParticipantLimits)
