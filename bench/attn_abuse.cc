@@ -59,7 +59,8 @@ class Tally {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [attack, codes] : counts_) {
       std::printf("  %-28s", attack.c_str());
-      for (const auto& [code, n] : codes) std::printf(" code %d x%lld", code, static_cast<long long>(n));
+      for (const auto& [code, n] : codes)
+        std::printf(" code %d x%lld", code, static_cast<long long>(n));
       std::printf("\n");
     }
   }
@@ -106,6 +107,26 @@ v1::AttendRequest WithTensors(int64_t bytes) {
   return r;
 }
 
+// `bytes` as the message of a unary call of `method`, whatever it is; the status code it got.
+grpc::StatusCode RawCall(grpc::GenericStub& generic, grpc::ClientContext& ctx, const char* method,
+                         const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    status = s;
+    done = true;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  return status.error_code();
+}
+
 int Connect(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in sa{};
@@ -126,8 +147,8 @@ int main(int argc, char** argv) {
                        "attn-abuse: every attack at once against an attn-server on loopback.");
   absl::ParseCommandLine(argc, argv);
   const auto started = Clock::now();
-  const auto until = started + std::chrono::milliseconds(
-                                        static_cast<int64_t>(absl::GetFlag(FLAGS_seconds) * 1e3));
+  const auto until =
+      started + std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_seconds) * 1e3));
   for (int sig : {SIGINT, SIGTERM}) signal(sig, [](int) { interrupted = true; });
   const auto going = [&] { return !interrupted && Clock::now() < until; };
   const int64_t limit = absl::GetFlag(FLAGS_max_request_mib) << 20;
@@ -174,22 +195,7 @@ int main(int argc, char** argv) {
       for (const char* method : methods) {
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-        grpc::Slice junk("\xff\xff\xff\xff not protobuf");
-        grpc::ByteBuffer request(&junk, 1), response;
-        std::mutex mu;
-        std::condition_variable cv;
-        bool done = false;
-        grpc::Status status;
-        generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
-                          [&](grpc::Status s) {
-                            std::lock_guard<std::mutex> lock(mu);
-                            status = s;
-                            done = true;
-                            cv.notify_all();
-                          });
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return done; });
-        tally.Add("no token, any RPC", status.error_code());
+        tally.Add("no token, any RPC", RawCall(generic, ctx, method, "\xff\xff\xff not protobuf"));
       }
     }
   });
@@ -199,22 +205,8 @@ int main(int argc, char** argv) {
     while (going()) {
       grpc::ClientContext ctx;
       Authorize(ctx);
-      grpc::Slice junk("\x0a\xff\xff\xff\xff\x0f garbage");
-      grpc::ByteBuffer request(&junk, 1), response;
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      grpc::Status status;
-      generic.UnaryCall(&ctx, "/attention.v1.AttentionService/Attend", grpc::StubOptions(),
-                        &request, &response, [&](grpc::Status s) {
-                          std::lock_guard<std::mutex> lock(mu);
-                          status = s;
-                          done = true;
-                          cv.notify_all();
-                        });
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return done; });
-      tally.Add("malformed protobuf", status.error_code());
+      tally.Add("malformed protobuf", RawCall(generic, ctx, "/attention.v1.AttentionService/Attend",
+                                              "\x0a\xff\xff\xff\xff\x0f garbage"));
     }
   });
   // Attends over the participant's quotas: many at once, each a few ms of work.
@@ -288,7 +280,8 @@ int main(int argc, char** argv) {
       grpc::ClientContext ctx;
       Authorize(ctx);
       auto reader = stub->RunBenchmark(&ctx, job);
-      for (int i = 0; i < 200 && going(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int i = 0; i < 200 && going(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       ctx.TryCancel();
       v1::RunBenchmarkEvent e;
       while (reader->Read(&e)) {

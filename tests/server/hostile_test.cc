@@ -367,6 +367,52 @@ TEST(Hostile, ErrorsQuotingWhatAClientSentStayShortInRepliesAndTheLog) {
   EXPECT_LT(FileSize(server.log()) - log_before, 20 * 2048);
 }
 
+// `threads` of participant "flood" send `flood` Attends back to back; after a second, "ada" sends
+// `mine` five times. How many of ada's succeeded (the first error otherwise) and whether the flood
+// was refused at all.
+struct Shared {
+  int ok = 0;
+  std::string first_error;
+  int flood_refused = 0;
+};
+Shared FloodBesideAnother(int port, int threads, const v1::AttendRequest& flood,
+                          const v1::AttendRequest& mine) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> flooders;
+  for (int i = 0; i < threads; ++i) {
+    flooders.emplace_back([&] {
+      auto stub = Connect(port);
+      while (!stop) {
+        grpc::ClientContext ctx;
+        Authorize(ctx, "flood");
+        Deadline(ctx, 60);
+        v1::AttendResponse resp;
+        if (!stub->Attend(&ctx, flood, &resp).ok()) ++refused;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  Shared out;
+  auto stub = Connect(port);
+  for (int i = 0; i < 5; ++i) {
+    grpc::ClientContext ctx;
+    Authorize(ctx, "ada");
+    Deadline(ctx, 60);
+    v1::AttendResponse resp;
+    const grpc::Status s = stub->Attend(&ctx, mine, &resp);
+    if (s.ok()) {
+      ++out.ok;
+    } else if (out.first_error.empty()) {
+      out.first_error = s.error_message();
+    }
+  }
+  stop = true;
+  for (auto& t : flooders) t.join();
+  out.flood_refused = refused;
+  return out;
+}
+
 TEST(Hostile, AParticipantFillingTheQueueLeavesRoomForAnother) {
   // One worker, a queue of 8 and no per-participant queue cap below it: alone, the flooder
   // fills the queue; another participant's call still gets in and runs.
@@ -374,42 +420,10 @@ TEST(Hostile, AParticipantFillingTheQueueLeavesRoomForAnother) {
                        {TokensFlag({"flood", "ada"}, "queue_tokens.txt"), "--queue_depth=8",
                         "--participant_max_queued=8", "--participant_max_inflight=64"});
   ASSERT_GT(server.port(), 0) << ReadTextFile(server.log());
-  std::atomic<bool> stop{false};
-  std::atomic<int> flood_refused{0};
-  std::vector<std::thread> flood;
-  const v1::AttendRequest slow = Generated(MakeShape(1, 512, 4, 64));
-  for (int i = 0; i < 24; ++i) {
-    flood.emplace_back([&] {
-      auto stub = Connect(server.port());
-      while (!stop) {
-        grpc::ClientContext ctx;
-        Authorize(ctx, "flood");
-        Deadline(ctx, 60);
-        v1::AttendResponse resp;
-        if (!stub->Attend(&ctx, slow, &resp).ok()) ++flood_refused;
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::seconds(1));
-  auto stub = Connect(server.port());
-  int ok = 0;
-  std::string first_error;
-  for (int i = 0; i < 5; ++i) {
-    grpc::ClientContext ctx;
-    Authorize(ctx, "ada");
-    Deadline(ctx, 60);
-    v1::AttendResponse resp;
-    const grpc::Status s = stub->Attend(&ctx, Generated(MakeShape(1, 16, 1, 16)), &resp);
-    if (s.ok()) {
-      ++ok;
-    } else if (first_error.empty()) {
-      first_error = s.error_message();
-    }
-  }
-  stop = true;
-  for (auto& t : flood) t.join();
-  EXPECT_EQ(ok, 5) << first_error;
-  EXPECT_GT(flood_refused.load(), 0) << "the flood never filled the queue";
+  const Shared r = FloodBesideAnother(server.port(), 24, Generated(MakeShape(1, 512, 4, 64)),
+                                      Generated(MakeShape(1, 16, 1, 16)));
+  EXPECT_EQ(r.ok, 5) << r.first_error;
+  EXPECT_GT(r.flood_refused, 0) << "the flood never filled the queue";
 }
 
 TEST(Hostile, AParticipantHoldingTheHostBudgetLeavesRoomForAnother) {
@@ -419,42 +433,10 @@ TEST(Hostile, AParticipantHoldingTheHostBudgetLeavesRoomForAnother) {
       {TokensFlag({"flood", "ada"}, "host_tokens.txt"), "--max_request_mib=8", "--max_host_mib=32",
        "--participant_max_inflight=64", "--participant_max_queued=64", "--queue_depth=64"});
   ASSERT_GT(server.port(), 0) << ReadTextFile(server.log());
-  std::atomic<bool> stop{false};
-  std::atomic<int> flood_refused{0};
   const v1::AttendRequest big = WithTensors(6);
-  std::vector<std::thread> flood;
-  for (int i = 0; i < 8; ++i) {
-    flood.emplace_back([&] {
-      auto stub = Connect(server.port());
-      while (!stop) {
-        grpc::ClientContext ctx;
-        Authorize(ctx, "flood");
-        Deadline(ctx, 60);
-        v1::AttendResponse resp;
-        if (!stub->Attend(&ctx, big, &resp).ok()) ++flood_refused;
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::seconds(1));
-  auto stub = Connect(server.port());
-  int ok = 0;
-  std::string first_error;
-  for (int i = 0; i < 5; ++i) {
-    grpc::ClientContext ctx;
-    Authorize(ctx, "ada");
-    Deadline(ctx, 60);
-    v1::AttendResponse resp;
-    const grpc::Status s = stub->Attend(&ctx, big, &resp);
-    if (s.ok()) {
-      ++ok;
-    } else if (first_error.empty()) {
-      first_error = s.error_message();
-    }
-  }
-  stop = true;
-  for (auto& t : flood) t.join();
-  EXPECT_EQ(ok, 5) << first_error;
-  EXPECT_GT(flood_refused.load(), 0) << "the flood never reached its share";
+  const Shared r = FloodBesideAnother(server.port(), 8, big, big);
+  EXPECT_EQ(r.ok, 5) << r.first_error;
+  EXPECT_GT(r.flood_refused, 0) << "the flood never reached its share";
 }
 
 }  // namespace
