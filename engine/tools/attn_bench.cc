@@ -82,6 +82,11 @@ ABSL_FLAG(int, fp8_chunks, 0,
           "automatic)");
 ABSL_FLAG(int, cpu_threads, 0,
           "threads of the host backends (cpu, reference); 0: one per hardware thread");
+ABSL_FLAG(std::string, device_cap, "",
+          "cap what the backends are told of the GPU at a smaller device's limits, so they take "
+          "its paths: sm_89 (an L4: compute capability 8.9, 99 KiB shared memory a block, 58 "
+          "SMs); for running an sm_89 build on a Hopper GPU by JIT from its PTX. Empty: the "
+          "device as it is");
 
 namespace {
 
@@ -125,14 +130,21 @@ absl::Status ApplyOverrides() {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--cpu_threads: expected 0 (one per hardware thread) or more; got %d", threads));
   }
+  const std::string cap_name = absl::GetFlag(FLAGS_device_cap);
+  const std::optional<attn::DeviceCap> cap = attn::DeviceCapNamed(cap_name);
+  if (!cap_name.empty() && !cap) {
+    return absl::InvalidArgumentError("--device_cap: expected sm_89 or empty; got " + cap_name);
+  }
 #if ATTN_HAVE_CUDA
   attn::SetFusedPathOverride(path);
   if (stages != 0) attn::SetSplitKvStagesOverride(stages);
   attn::SetTmaL2PromotionOverride(promotion);
+  attn::SetDeviceCapOverride(cap);
 #else
-  if (path || stages != 0 || promotion != 128) {
+  if (path || stages != 0 || promotion != 128 || cap) {
     return absl::InvalidArgumentError(
-        "--fused_kernel, --split_kv_stages and --tma_l2_promotion need a CUDA build");
+        "--fused_kernel, --split_kv_stages, --tma_l2_promotion and --device_cap need a CUDA "
+        "build");
   }
 #endif
 #if ATTN_HAVE_CUDNN

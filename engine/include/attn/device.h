@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "attn/arena.h"
+#include "attn/overrides.h"
 
 // Opaque CUDA handle types, so this header needs no CUDA headers (CPU-only builds include it).
 struct CUstream_st;
@@ -59,8 +60,12 @@ absl::Status CudaAvailability();
 // The cuDNN library's version ("9.19.0"), or empty when the build has no cuDNN.
 std::string CudnnVersion();
 
-// Describes CUDA device `ordinal` without creating a context on it.
+// Describes CUDA device `ordinal` without creating a context on it; capped at the device cap set
+// by SetDeviceCapOverride (attn/overrides.h), if any.
 absl::StatusOr<DeviceInfo> QueryCudaDevice(int ordinal);
+
+// `device` capped at `cap` (SetDeviceCapOverride says what changes); a CPU is left as it is.
+DeviceInfo CappedDeviceInfo(DeviceInfo device, DeviceCap cap);
 
 // Describes this machine's CPU as a device.
 DeviceInfo CpuDeviceInfo();

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "attn/device.h"
@@ -70,6 +71,7 @@ absl::StatusOr<DeviceInfo> QueryCudaDevice(int ordinal) {
   info.shared_memory_per_sm = static_cast<int64_t>(prop.sharedMemPerMultiprocessor);
   ATTN_CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&info.cuda_runtime_version));
   ATTN_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&info.cuda_driver_version));
+  if (const std::optional<DeviceCap> cap = DeviceCapOverride()) return CappedDeviceInfo(info, *cap);
   return info;
 }
 
