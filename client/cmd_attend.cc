@@ -1,7 +1,7 @@
 // attn-client attend: one Attend call. Inputs are generated on the server from --seed, or read
 // from --q/--k/--v .npy files (whose shapes give the problem); --output writes the result as .npy;
-// --check computes the same problem with the float64 reference here (the cpu backend's) and
-// prints the largest difference.
+// --check computes the same problem here with the float64 reference (attn/reference.h, what the
+// `reference` backend runs) and prints the largest difference.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -86,7 +86,7 @@ absl::Status GenerateLocally(uint64_t seed, Inputs& in) {
   return absl::OkStatus();
 }
 
-// The reference output in float32: the float64 attention (the cpu backend's) on the inputs.
+// The reference output in float32: the float64 attention (the `reference` backend's) on the inputs.
 absl::StatusOr<std::vector<float>> Reference(const Inputs& in, double scale) {
   AttentionProblem p = in.problem;
   if (scale > 0) p.scale = scale;
@@ -127,7 +127,7 @@ std::vector<OptionSpec> AttendSpecs() {
       {"k", "FILE", "", ".npy of K, (B, S, K, H)"},
       {"v", "FILE", "", ".npy of V, (B, S, K, H)"},
       {"output", "FILE", "", "write the output (B, T, N, H) as .npy (bfloat16 as ml_dtypes' <V2)"},
-      {"check", "", "", "compare with the cpu backend run here (problems up to 4 GFLOP)"},
+      {"check", "", "", "compare with the float64 reference computed here (up to 4 GFLOP)"},
   };
 }
 
@@ -169,7 +169,7 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
       return Fail(kExitUsage, std::string(s.message()));
     const double flops = AttentionFlops(in.problem);
     if (flops > kMaxCheckFlops) {
-      return Fail(kExitUsage, absl::StrFormat("--check: %.1f GFLOP is too large for the cpu "
+      return Fail(kExitUsage, absl::StrFormat("--check: %.1f GFLOP is too large for the float64 "
                                               "reference here (up to %.0f)",
                                               flops / 1e9, kMaxCheckFlops / 1e9));
     }
@@ -291,7 +291,7 @@ int RunAttend(const CommonOptions& common, const ParsedArgs& args) {
     doc["close"] = close;
     if (common.format != "json") {
       std::printf(
-          "check:         max |%s - cpu reference| %.2e, rel L2 %.2e; outputs close "
+          "check:         max |%s - float64 reference| %.2e, rel L2 %.2e; outputs close "
           "(atol=%g, rtol=%g): %s\n",
           resp.backend().c_str(), max_diff, rel, atol, rtol, close ? "True" : "False");
     }

@@ -25,7 +25,7 @@ const Subcommand kSubcommands[] = {
      attn::client::HealthSpecs},
     {"attend",
      "one attention call: inputs from a seed or .npy files, output to .npy, --check "
-     "against the local CPU reference",
+     "against the float64 reference computed locally",
      attn::client::AttendSpecs},
     {"bench",
      "a benchmark job (a named suite or axes), as the codelab's tables, CSV/JSON, and "

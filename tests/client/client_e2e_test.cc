@@ -109,6 +109,9 @@ TEST_F(ClientE2E, AttendChecksAgainstTheLocalReferenceAndWritesNpy) {
                        "--dtype=bfloat16 --causal --seed=7 --check --output=" +
                        out);
   ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  // auto runs the cpu backend on this server; the check is the float64 reference, computed here.
+  EXPECT_NE(r.out.find("check:         max |cpu - float64 reference| "), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("outputs close (atol=0.01, rtol=0.01): True"), std::string::npos) << r.out;
   auto a = ReadNpyFile(out);
   ASSERT_TRUE(a.ok()) << a.status();

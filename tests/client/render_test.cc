@@ -107,8 +107,9 @@ Report Fixture() {
   d->set_kind("cuda");
   d->set_name("NVIDIA H200");
   d->set_compute_capability(90);
-  // The backends' capabilities, which the report asks instead of comparing names.
-  for (const char* name : {"cudnn", "fused", "naive", "cpu", "cudnn_fp8"}) {
+  // The backends' capabilities, which the report asks instead of comparing names; a GPU server
+  // lists every backend in the registry's order.
+  for (const char* name : {"cudnn", "fused", "naive", "cpu", "reference", "cudnn_fp8"}) {
     v1::BackendVerdict* v = rep.server.add_backends();
     v->set_backend(name);
     v->set_takes_fp8_recipe(std::string(name) == "cudnn_fp8");

@@ -326,7 +326,7 @@ TEST(RunBenchmark, ReportsTheCausalEffectAtTheFirstAndLastPosition) {
   EXPECT_EQ((*results)[1].causal_first_diff, -1);  // only causal cases have the row
 }
 
-// Problems beyond the cpu reference's limit are checked against the naive backend in float32 on
+// Problems beyond the float64 reference's limit are checked against the naive backend in float32 on
 // the GPU, one batch and kv-head group at a time through strided views; the naive float32 run of
 // the whole problem must agree with it to float32 rounding, and cudnn bf16 to bf16's tolerance.
 TEST(RunBenchmarkGpu, ChecksLargeProblemsAgainstNaiveFloat32) {

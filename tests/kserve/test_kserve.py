@@ -28,7 +28,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 SERVING = re.compile(r'SERVING listen="127\.0\.0\.1:0 \(port ([0-9]+)\)" metrics="127\.0\.0\.1:0 \(port ([0-9]+)\)"')
 TOKEN = "kserve-secret"
 # Worst absolute error against the float64 reference of the inputs as sent, per datatype: the
-# output's own rounding (cpu accumulates in float64).
+# output's own rounding (for FP32, the cpu backend's float32 arithmetic: tests/engine/tolerances.h).
 TOLERANCE = {"FP32": 1e-5, "FP16": 2e-3, "BF16": 1.6e-2}
 NUMPY = {"FP32": np.float32, "FP16": np.float16, "BF16": ml_dtypes.bfloat16}
 
