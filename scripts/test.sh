@@ -3,8 +3,8 @@
 # the deployment checks (scripts/deploy-check.sh) with the attn-server it built.
 # GPU tests skip (with the reason) on machines without a GPU; on a lent one, bench/gpu.sh runs
 # them (README.md's "Running the GPU tests"). CUDA code is built for one architecture (sm_90a,
-# which includes the fused backend's Hopper kernel) to keep CI short; the engine library alone is
-# compiled for the L4's sm_89 too.
+# which includes the fused backend's Hopper kernel) to keep CI short; the engine's CUDA objects
+# are compiled for the L4's sm_89 too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
