@@ -18,12 +18,14 @@ gpu_has() {
   return 1
 }
 
-# gpu_gtest PROGRAM SECONDS [FILTER]: a bundled GoogleTest program on the gtest FILTER (default
-# all) within SECONDS, its log in $out/PROGRAM.log; its exit status, counts and failures echoed.
+# gpu_gtest PROGRAM SECONDS [FILTER [ARG...]]: a bundled GoogleTest program on the gtest FILTER
+# (default all) with ARGs within SECONDS, its log in $out/PROGRAM.log; its exit status, counts
+# and failures echoed.
 gpu_gtest() {
   local prog=$1 limit=$2 filter=${3:-*}
+  shift $(($# < 3 ? $# : 3))
   gpu_has "$prog" || return 0
-  timeout "$limit" stdbuf -oL -eL "$g/run" "$prog" --gtest_filter="$filter" --gtest_brief=1 \
+  timeout "$limit" stdbuf -oL -eL "$g/run" "$prog" --gtest_filter="$filter" --gtest_brief=1 "$@" \
     > "$out/$prog.log" 2>&1
   echo "$prog exit $? (124: timed out, as a kernel that hangs would)"
   grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/$prog.log"
@@ -427,6 +429,51 @@ gpu_step_variants() {
     done
   done
   gpu_table "$log" attn-bench
+}
+
+# l4: the L4's code on this Hopper GPU. The sm_89 build's programs (bench/gpu_pack.sh
+# --sm89=BUILD bundles them as sm89-attn_engine_tests and sm89-attn-bench) hold only compute_89
+# PTX, which the driver JIT-compiles for this card (cached under /tmp, up to 4 GiB, so a kernel
+# compiles once a machine), and run with the dispatch capped at sm_89 (--device_cap: compute
+# capability 8.9, the L4's shared memory and SMs), so every backend takes the paths an L4 takes:
+# cudnn up to H = 128, fused on mma.sync and cp.async split-KV, cudnn_fp8 refused. A probe (the
+# DeviceCapGpu tests, most of its time the JIT), then every engine test; then the judged H128
+# shapes (B4 N16 T 4096/8192 +- causal, and B1 N16 T32768 causal), two interleaved rounds: the
+# sm_89 build's fused beside the sm_90a attn-bench's fused, its mma.sync kernel forced (the same
+# kernel as native sm_90a code) and cudnn; the table gives the sm_89 fused's speed against each.
+gpu_step_l4() {
+  gpu_has sm89-attn_engine_tests || return 0
+  local -x CUDA_CACHE_PATH=/tmp/attn-cuda-cache CUDA_CACHE_MAXSIZE=4294967296
+  local t0=$SECONDS round shape log=$out/l4.log
+  local shapes=("${gpu_judged_flags[@]:0:2}"
+                "--batch=1 --heads=16 --head_dim=128 --seq_lens=32768 --causal")
+  timeout 180 "$g/run" sm89-attn_engine_tests --device_cap=sm_89 --gtest_brief=1 \
+    --gtest_filter='DeviceCapGpu.*' > "$out/sm89-probe.log" 2>&1
+  local rc=$?
+  echo "probe, DeviceCapGpu.* capped at sm_89 (JIT included): exit $rc, $((SECONDS - t0)) s"
+  grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/sm89-probe.log"
+  if [ $rc -ne 0 ]; then
+    echo "sm89-attn_engine_tests: passed over, the probe failed (its log: sm89-probe.log)"
+    grep -B2 -A8 'Failure' "$out/sm89-probe.log" | head -40
+  else
+    t0=$SECONDS
+    gpu_gtest sm89-attn_engine_tests 360 '*' --device_cap=sm_89
+    echo "(every engine test capped at sm_89: $((SECONDS - t0)) s)"
+  fi
+  gpu_has sm89-attn-bench && gpu_has attn-bench || return 0
+  : > "$log"
+  for round in 1 2; do
+    for shape in "${shapes[@]}"; do
+      # shellcheck disable=SC2086
+      {
+        bench_bin=sm89-attn-bench gpu_bench "sm89 fused" --backend=fused --device_cap=sm_89 $shape
+        gpu_bench "" --backend=fused,cudnn $shape
+        gpu_bench "sm90a mma_sync" --backend=fused --fused_kernel=mma_sync $shape
+      } >> "$log"
+    done
+  done
+  grep -m1 'capped at' "$out/attn-bench.log"
+  gpu_table "$log" "sm89 fused"
 }
 
 # notebook: the codelab notebook headless against attn-server on the GPU beside the JAX notebook
