@@ -9,17 +9,14 @@
 // quotas; kv_lens of millions of values; ModelInfer near the size limit; benchmark jobs whose
 // reader never reads; jobs cancelled after their first event; bytes that are not protobuf; idle
 // and slow-loris connections to /metrics.
-#include <arpa/inet.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -32,6 +29,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "attention/v1/attention.grpc.pb.h"
+#include "bench/loopback.h"
 #include "engine/tools/flags_help.h"
 #include "inference/grpc_service.grpc.pb.h"
 
@@ -42,6 +40,8 @@ ABSL_FLAG(double, seconds, 60, "how long to attack (SIGINT or SIGTERM ends it so
 ABSL_FLAG(int64_t, max_request_mib, 64, "the server's --max_request_mib (bodies are sized to it)");
 
 namespace v1 = attention::v1;
+using ::attn::loopback::ConnectTcp;
+using ::attn::loopback::RawUnaryCall;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -107,39 +107,6 @@ v1::AttendRequest WithTensors(int64_t bytes) {
   return r;
 }
 
-// `bytes` as the message of a unary call of `method`, whatever it is; the status code it got.
-grpc::StatusCode RawCall(grpc::GenericStub& generic, grpc::ClientContext& ctx, const char* method,
-                         const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  grpc::ByteBuffer request(&slice, 1), response;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
-    std::lock_guard<std::mutex> lock(mu);
-    status = s;
-    done = true;
-    cv.notify_all();
-  });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  return status.error_code();
-}
-
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,7 +162,8 @@ int main(int argc, char** argv) {
       for (const char* method : methods) {
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-        tally.Add("no token, any RPC", RawCall(generic, ctx, method, "\xff\xff\xff not protobuf"));
+        tally.Add("no token, any RPC",
+                  RawUnaryCall(generic, ctx, method, "\xff\xff\xff not protobuf").error_code());
       }
     }
   });
@@ -205,8 +173,10 @@ int main(int argc, char** argv) {
     while (going()) {
       grpc::ClientContext ctx;
       Authorize(ctx);
-      tally.Add("malformed protobuf", RawCall(generic, ctx, "/attention.v1.AttentionService/Attend",
-                                              "\x0a\xff\xff\xff\xff\x0f garbage"));
+      tally.Add("malformed protobuf",
+                RawUnaryCall(generic, ctx, "/attention.v1.AttentionService/Attend",
+                             "\x0a\xff\xff\xff\xff\x0f garbage")
+                    .error_code());
     }
   });
   // Attends over the participant's quotas: many at once, each a few ms of work.
@@ -313,7 +283,7 @@ int main(int argc, char** argv) {
         for (int fd : held) close(fd);
         held.clear();
         for (int i = 0; i < 12; ++i) {
-          const int fd = Connect(port);
+          const int fd = ConnectTcp(port);
           if (fd < 0) continue;
           if (i % 2 == 0) send(fd, "GET /metrics HTTP/1.1\r\nX-Slow: ", 31, MSG_NOSIGNAL);
           held.push_back(fd);

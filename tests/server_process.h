@@ -6,9 +6,7 @@
 // another's server log and talk to a server that is about to be killed.
 #pragma once
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -23,6 +21,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/loopback.h"
 
 namespace attn::testing {
 
@@ -52,15 +52,8 @@ inline const std::string& ScratchDir() {
 // GET `path` over HTTP/1.0 from 127.0.0.1:`port`: the whole response, headers included; empty
 // when nothing listens.
 inline std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return "";
-  }
+  const int fd = ::attn::loopback::ConnectTcp(port);
+  if (fd < 0) return "";
   const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
   send(fd, req.data(), req.size(), 0);
   std::string out;

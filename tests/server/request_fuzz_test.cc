@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "attention/v1/attention.grpc.pb.h"
 #include "attn/registry.h"
+#include "bench/loopback.h"
 #include "gtest/gtest.h"
 #include "server/admission.h"
 #include "server/server_helpers.h"
@@ -254,21 +255,9 @@ int64_t ResidentKiB(pid_t pid) {
 // Raw bytes to a unary method, as a hostile client sends them; returns the status code.
 grpc::StatusCode RawUnary(grpc::GenericStub& stub, const std::string& method,
                           const std::string& bytes, int deadline_ms, bool cancel) {
-  grpc::Slice slice(bytes);
-  grpc::ByteBuffer request(&slice, 1);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
-  call->StartCall();
-  grpc::ByteBuffer response;
-  grpc::Status status;
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  if (cancel) ctx.TryCancel();
-  void* tag = nullptr;
-  bool ok = false;
-  cq.Next(&tag, &ok);
-  return status.error_code();
+  return ::attn::loopback::RawUnaryCall(stub, ctx, method, bytes, nullptr, cancel).error_code();
 }
 
 TEST(RequestFuzz, AServerUnderMalformedOversizedAndCancelledRequestsStaysUpWithFlatMemory) {

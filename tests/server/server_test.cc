@@ -19,6 +19,7 @@
 #include "attention/v1/attention.grpc.pb.h"
 #include "attn/inputs.h"
 #include "attn/registry.h"
+#include "bench/loopback.h"
 #include "engine/test_util.h"
 #include "gtest/gtest.h"
 #include "inputs/normal.h"
@@ -50,19 +51,11 @@ int HealthStatus(int port, const std::string& service) {
     request_bytes.push_back(static_cast<char>(service.size()));
     request_bytes += service;
   }
-  grpc::Slice slice(request_bytes);
-  grpc::ByteBuffer request(&slice, 1);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
-  call->StartCall();
   grpc::ByteBuffer response;
-  grpc::Status status;
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  void* tag = nullptr;
-  bool ok = false;
-  cq.Next(&tag, &ok);
+  const grpc::Status status = ::attn::loopback::RawUnaryCall(
+      stub, ctx, "/grpc.health.v1.Health/Check", request_bytes, &response);
   if (!status.ok()) return -static_cast<int>(status.error_code());
   std::vector<grpc::Slice> slices;
   (void)response.Dump(&slices);
