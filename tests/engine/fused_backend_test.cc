@@ -10,7 +10,6 @@
 #include "attn/attention.h"
 #include "attn/registry.h"
 #include "engine/test_util.h"
-#include "fused/fused_kernels.h"
 #include "fused/heuristics.h"
 #include "gtest/gtest.h"
 

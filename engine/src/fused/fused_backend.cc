@@ -7,7 +7,6 @@
 // compile-time instantiation; heuristics.h makes the decisions it applies.
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -27,25 +26,11 @@
 
 namespace attn {
 
-bool FusedWgmmaBuilt(int head_dim) {
-#if defined(ATTN_HAVE_SM90A)
-  return WgmmaHeadDim(head_dim);
-#else
-  (void)head_dim;
-  return false;
-#endif
-}
-
 namespace {
-
-// -1: automatic; otherwise the FusedPath SetFusedPathOverride forced.
-std::atomic<int> forced_path{-1};
 
 // The kernel `p` runs on: ChoosePath with the forced path, if any.
 FusedPath PathFor(const AttentionProblem& p, const DeviceInfo& device) {
-  const int forced = forced_path.load(std::memory_order_relaxed);
-  return ChoosePath(p, device,
-                    forced < 0 ? std::nullopt : std::optional(static_cast<FusedPath>(forced)));
+  return ChoosePath(p, device, FusedPathOverride());
 }
 
 // "32, 64, 96, 128, 256"
@@ -224,10 +209,6 @@ class FusedBackend final : public Backend {
 };
 
 }  // namespace
-
-void SetFusedPathOverride(std::optional<FusedPath> path) {
-  forced_path.store(path.has_value() ? static_cast<int>(*path) : -1, std::memory_order_relaxed);
-}
 
 std::unique_ptr<Backend> MakeFusedBackend() { return std::make_unique<FusedBackend>(); }
 

@@ -56,11 +56,32 @@ constexpr int64_t kMergeTiles = 4;
 // The stages SetSplitKvStagesOverride forced; 0: automatic.
 std::atomic<int> forced_stages{0};
 
+// -1: automatic; otherwise the FusedPath SetFusedPathOverride forced.
+std::atomic<int> forced_path{-1};
+
 }  // namespace
+
+bool FusedWgmmaBuilt(int head_dim) {
+#if defined(ATTN_HAVE_SM90A)
+  return WgmmaHeadDim(head_dim);
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
 
 void SetSplitKvStagesOverride(std::optional<int> stages) {
   const int n = stages.value_or(0);
   forced_stages.store(n >= 2 && n <= kSplitKvMaxTmaStages ? n : 0, std::memory_order_relaxed);
+}
+
+void SetFusedPathOverride(std::optional<FusedPath> path) {
+  forced_path.store(path.has_value() ? static_cast<int>(*path) : -1, std::memory_order_relaxed);
+}
+
+std::optional<FusedPath> FusedPathOverride() {
+  const int forced = forced_path.load(std::memory_order_relaxed);
+  return forced < 0 ? std::nullopt : std::optional(static_cast<FusedPath>(forced));
 }
 
 FusedPath ChoosePath(const AttentionProblem& p, const DeviceInfo& device,

@@ -2,7 +2,8 @@
 // plays this part there): which kernel a problem runs on, how the split-KV kernel cuts it and how
 // many warps its merge gives a row, and how the warp-specialised kernel groups its work items.
 // The tiles they read are tiles.h's; the measurements behind each rule are in NOTES.md. Host
-// code, so every rule is tested on any machine (tests/engine/fused_heuristics_test.cc,
+// code without CUDA headers, built in every build (with the fused backend's forced choices,
+// attn/overrides.h), so every rule is tested on any machine (tests/engine/fused_heuristics_test.cc,
 // split_kv_plan_test.cc, ws_schedule_test.cc).
 #pragma once
 
@@ -12,9 +13,16 @@
 #include "attn/device.h"
 #include "attn/overrides.h"
 #include "attn/problem.h"
-#include "fused/fused_kernels.h"
+#include "fused/split_kv_plan.h"
 
 namespace attn {
+
+// Whether this build holds the wgmma kernels for `head_dim` (CMake defines ATTN_HAVE_SM90A when
+// CMAKE_CUDA_ARCHITECTURES names 90a; never in a build without CUDA).
+bool FusedWgmmaBuilt(int head_dim);
+
+// The path SetFusedPathOverride forced, if any.
+std::optional<FusedPath> FusedPathOverride();
 
 // The kernel `p` runs on (bf16/fp16; float32 has one kernel), given `forced`
 // (SetFusedPathOverride) where set. NOTES.md, "Tiles and paths, by head dim", says why.
