@@ -78,7 +78,6 @@ TEST(DeviceCap, OnlyLowersLimitsAndLeavesTheCpuAlone) {
 // dependent merge (compute capability 9.0 features), and H = 256 decode on mma.sync (the L4's
 // 99 KiB holds no split-KV block of it).
 TEST(DeviceCap, SteersTheFusedBackendOntoTheL4sKernels) {
-  if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: no fused backend";
   for (int64_t h : {64, 96, 128, 256}) {
     EXPECT_EQ(ChoosePath(Prefill(h), kCappedH100, std::nullopt), FusedPath::kMmaSync) << h;
     EXPECT_EQ(ChoosePath(Prefill(h), kCappedH100, FusedPath::kWgmmaWs), FusedPath::kMmaSync) << h;
