@@ -18,12 +18,19 @@ namespace {
 // unknown name.
 class UnavailableBackend final : public Backend {
  public:
-  UnavailableBackend(std::string name, std::string description, std::string reason)
+  // `fp8_peer`: for an FP8 backend, its full-precision peer; it then reports what the built
+  // backend would (takes_fp8_recipe, full_precision_peer), so ServerInfo says the same of it in
+  // every build.
+  UnavailableBackend(std::string name, std::string description, std::string reason,
+                     std::string fp8_peer = "")
       : name_(std::move(name)),
         description_(absl::StrCat(description, " (not in this build)")),
-        reason_(std::move(reason)) {}
+        reason_(std::move(reason)),
+        fp8_peer_(std::move(fp8_peer)) {}
   std::string name() const override { return name_; }
   std::string description() const override { return description_; }
+  bool takes_fp8_recipe() const override { return !fp8_peer_.empty(); }
+  std::string full_precision_peer() const override { return fp8_peer_; }
   absl::Status CheckSupport(const AttentionProblem&, const DeviceInfo&) const override {
     return Unsupported(reason_);
   }
@@ -34,7 +41,7 @@ class UnavailableBackend final : public Backend {
   absl::Status Run(const RunArgs&) const override { return Unsupported(reason_); }
 
  private:
-  const std::string name_, description_, reason_;
+  const std::string name_, description_, reason_, fp8_peer_;
 };
 
 // Registers every backend of the project, fastest first: the built ones, and the others as
@@ -75,7 +82,7 @@ void AddBuiltinBackends(BackendRegistry& registry) {
   registry.Add(MakeCudnnFp8Backend());
 #else
   registry.Add(std::make_unique<UnavailableBackend>(
-      "cudnn_fp8", "cuDNN FP8 fused attention (sdpa_fp8 forward)", no_cudnn_fp8));
+      "cudnn_fp8", "cuDNN FP8 fused attention (sdpa_fp8 forward)", no_cudnn_fp8, "cudnn"));
 #endif
 }
 
