@@ -431,6 +431,40 @@ gpu_step_variants() {
   gpu_table "$log" attn-bench
 }
 
+# paths: what each fused kernel does where the automatic choice is in question (issue 44: head
+# dim 256, head dim 64, problems of fewer query tiles than SMs, GQA): per shape, fused's automatic
+# choice and our cudnn, then each path forced (wgmma_ws, wgmma, and mma_sync on the small ones),
+# two interleaved rounds; the table gives the automatic choice's speed against each path and
+# cudnn (a forced path faster than "fused": the heuristic should pick it there).
+gpu_step_paths() {
+  gpu_has attn-bench || return 0
+  local round shape path paths log=$out/paths.log
+  local shapes=(
+    "--batch=4 --heads=16 --head_dim=256 --seq_lens=4096,8192"
+    "--batch=4 --heads=16 --head_dim=256 --seq_lens=4096,8192 --causal"
+    "--batch=2 --heads=8 --head_dim=256 --seq_lens=1024,2048 --causal"
+    "--batch=4 --heads=16 --head_dim=64 --seq_lens=4096,8192"
+    "--batch=4 --heads=16 --head_dim=64 --seq_lens=4096,8192 --causal"
+    "--batch=8 --heads=16 --head_dim=64 --seq_lens=2048"
+    "--batch=4 --heads=8 --head_dim=64 --seq_lens=512,2048 --causal"
+    "--batch=8 --heads=32 --kv_heads=8 --head_dim=128 --seq_lens=512 --causal"
+    "--batch=1 --heads=16 --head_dim=128 --seq_lens=1024,2048"
+  )
+  : > "$log"
+  for round in 1 2; do
+    for shape in "${shapes[@]}"; do
+      paths="wgmma_ws wgmma"
+      case $shape in *seq_lens=512* | *seq_lens=1024*) paths="$paths mma_sync" ;; esac
+      # shellcheck disable=SC2086
+      {
+        gpu_bench "" --backend=fused,cudnn $shape
+        for path in $paths; do gpu_bench "fused $path" --backend=fused --fused_kernel=$path $shape; done
+      } >> "$log"
+    done
+  done
+  gpu_table "$log" fused
+}
+
 # l4: the L4's code on this Hopper GPU. The sm_89 build's programs (bench/gpu_pack.sh
 # --sm89=BUILD bundles them as sm89-attn_engine_tests and sm89-attn-bench) hold only compute_89
 # PTX, which the driver JIT-compiles for this card (cached under /tmp, up to 4 GiB, so a kernel
