@@ -62,9 +62,10 @@ constexpr std::optional<DeviceCap> DeviceCapNamed(std::string_view name) {
   return std::nullopt;
 }
 
-// The setters below exist in builds with the backend they steer: the fused backend's and the
-// TMA promotion in CUDA builds (ATTN_HAVE_CUDA), cudnn_fp8's in cuDNN builds (ATTN_HAVE_CUDNN),
-// the host threads and the device cap in every build. std::nullopt restores the automatic choice.
+// The setters below exist in builds with what they steer: the TMA promotion in CUDA builds
+// (ATTN_HAVE_CUDA), cudnn_fp8's in cuDNN builds (ATTN_HAVE_CUDNN); the fused backend's choices
+// (its host heuristics are built everywhere, so a build without CUDA tests them), the host threads
+// and the device cap in every build. std::nullopt restores the automatic choice.
 
 // Caps what the engine is told of every CUDA device described after the call (QueryCudaDevice,
 // so every DeviceContext made later) at `cap`: each limit the backends' support rules and
