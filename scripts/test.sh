@@ -4,7 +4,8 @@
 # GPU tests skip (with the reason) on machines without a GPU; on a lent one, bench/gpu.sh runs
 # them (README.md's "Running the GPU tests"). CUDA code is built for one architecture (sm_90a,
 # which includes the fused backend's Hopper kernel) to keep CI short; the engine's objects are
-# compiled for the L4's sm_89 too.
+# compiled for the L4's sm_89 too, and a build without CUDA (a participant's laptop) runs its
+# engine and server tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -34,11 +35,29 @@ if grep -q '^-- attn: CUDA ON' "$build.configure.log"; then
   [ ${#sm89_objects[@]} -gt 5 ] || { echo "no sm_89 engine objects found in $build-sm89"; exit 1; }
   ninja -C "$build-sm89" -j"$(nproc)" "${sm89_objects[@]}"
 fi
+# The build a machine without the CUDA toolkit makes (run.sh on a participant's laptop:
+# -DATTN_ENABLE_CUDA=OFF, the cpu and reference backends, the others unavailable with a reason):
+# its engine and server tests, built and run, so a change that only builds or behaves with CUDA
+# is caught here.
+cmake -S . -B "$build-nocuda" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_BUILD_TESTS=ON \
+  -DATTN_ENABLE_CUDA=OFF >"$build-nocuda.configure.log" 2>&1 \
+  || { cat "$build-nocuda.configure.log"; exit 1; }
+grep -E '^-- attn:' "$build-nocuda.configure.log"
+cmake --build "$build-nocuda" -j"$(nproc)" --target attn_engine_tests attn_server_tests
+nocuda_rc=0
+for t in attn_engine_tests attn_server_tests; do
+  "$build-nocuda/tests/$t" --gtest_brief=1 >"$build-nocuda/$t.log" 2>&1 || nocuda_rc=1
+  echo "without CUDA, $t: $(grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$build-nocuda/$t.log" \
+    | tr -s ' ' | tr '\n' ' ')"
+  grep -B2 -A6 'Failure$' "$build-nocuda/$t.log" | head -40 || true
+done
+
 cd "$build"
 set +e
 ctest --output-on-failure -j"$(nproc)" >ctest.log 2>&1
 rc=$?
 set -e
+[ "$rc" -ne 0 ] || rc=$nocuda_rc
 # Everything but the passing and skipped lines (ctest lists each skipped test again at the end).
 sed '/The following tests did not run/,$d' ctest.log | grep -vE 'Test +#[0-9]+: .*(Passed|\*\*\*Skipped)' \
   | grep -vE '^ *Start +[0-9]+:' || true
