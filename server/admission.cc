@@ -145,11 +145,6 @@ absl::StatusOr<HostBudget::Reservation> HostBudget::Reserve(const std::string& k
   return r;
 }
 
-int64_t HostBudget::in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return in_use_;
-}
-
 void HostBudget::Return(const std::string& key, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   in_use_ -= bytes;

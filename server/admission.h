@@ -108,7 +108,6 @@ class HostBudget {
   // the need, the participant's share or what is in use, and the flag.
   absl::StatusOr<Reservation> Reserve(const std::string& key, int64_t bytes,
                                       const std::string& what);
-  int64_t in_use() const;
 
  private:
   void Return(const std::string& key, int64_t bytes);

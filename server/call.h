@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -66,8 +67,9 @@ struct Call {
   ParticipantLimits limits;
   ParticipantQuotas::Ticket quota;  // its place among the participant's calls in flight
   std::string refusal;              // why it was refused before running (metrics label)
-  // A quota refusal's reply may be held back (Calls::Reply) only for a small request: a large
-  // one would hold its payload in memory meanwhile.
+  // A quota refusal's reply may be held back (Calls::Reply) only for a small request (at most
+  // kSmallRequestBytes on the wire): a large one would hold its payload in memory meanwhile.
+  static constexpr size_t kSmallRequestBytes = 64 * 1024;
   bool small_request = true;
   Clock::time_point accepted;
   double queue_s = 0, device_s = 0;

@@ -119,7 +119,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
   auto call = attention_.calls().Begin("ModelInfer", context);
-  call->small_request = request->ByteSizeLong() <= 64 * 1024;
+  call->small_request = request->ByteSizeLong() <= Call::kSmallRequestBytes;
   auto* reactor = new InferReactor(call);
   // The conversion's verdict waits for identity and quotas, where Attend's validation would.
   absl::Status converted;

@@ -17,7 +17,7 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
                                                    const v1::AttendRequest* request,
                                                    v1::AttendResponse* response) {
   auto call = calls_.Begin("Attend", context);
-  call->small_request = request->ByteSizeLong() <= 64 * 1024;
+  call->small_request = request->ByteSizeLong() <= Call::kSmallRequestBytes;
   auto* reactor = new AttendReactor(call);
   attends_.Start(context, call, *request, absl::OkStatus(),
                  static_cast<int64_t>(request->SpaceUsedLong()), /*output_copies=*/1, response,

@@ -59,13 +59,22 @@ Cut ChooseCut(const AttentionProblem& p, double max_flops) {
 
 int64_t Chunks(int64_t n, int64_t size) { return (n + size - 1) / size; }
 
+// How many pieces `cut` makes of `p`.
+int64_t CountOf(const AttentionProblem& p, const Cut& cut) {
+  return Chunks(p.batch, cut.batch) * Chunks(p.num_heads, cut.heads) * Chunks(p.q_len, cut.rows);
+}
+
+// The FLOPs of `cut`'s first piece, the largest, every key counted.
+double FirstPieceFlops(const AttentionProblem& p, const Cut& cut) {
+  return AttentionFlops(WithAllKeys(PieceProblem(p, {0, cut.batch, 0, cut.heads, 0, cut.rows})));
+}
+
 }  // namespace
 
 std::vector<Piece> PlanPieces(const AttentionProblem& p, double max_flops) {
   const Cut cut = ChooseCut(p, max_flops);
   std::vector<Piece> pieces;
-  pieces.reserve(static_cast<size_t>(Chunks(p.batch, cut.batch) * Chunks(p.num_heads, cut.heads) *
-                                     Chunks(p.q_len, cut.rows)));
+  pieces.reserve(static_cast<size_t>(CountOf(p, cut)));
   for (int64_t b = 0; b < p.batch; b += cut.batch) {
     for (int64_t n = 0; n < p.num_heads; n += cut.heads) {
       for (int64_t t = 0; t < p.q_len; t += cut.rows) {
@@ -79,13 +88,16 @@ std::vector<Piece> PlanPieces(const AttentionProblem& p, double max_flops) {
 }
 
 double LargestPieceFlops(const AttentionProblem& p, double max_flops) {
-  const Cut cut = ChooseCut(p, max_flops);
-  return AttentionFlops(WithAllKeys(PieceProblem(p, {0, cut.batch, 0, cut.heads, 0, cut.rows})));
+  return FirstPieceFlops(p, ChooseCut(p, max_flops));
 }
 
 int64_t PieceCount(const AttentionProblem& p, double max_flops) {
+  return CountOf(p, ChooseCut(p, max_flops));
+}
+
+PieceSummary SummarisePieces(const AttentionProblem& p, double max_flops) {
   const Cut cut = ChooseCut(p, max_flops);
-  return Chunks(p.batch, cut.batch) * Chunks(p.num_heads, cut.heads) * Chunks(p.q_len, cut.rows);
+  return {CountOf(p, cut), FirstPieceFlops(p, cut)};
 }
 
 AttentionProblem PieceProblem(const AttentionProblem& p, const Piece& piece) {

@@ -30,8 +30,9 @@ CallPlan PlanCall(const Backend& backend, const AttentionProblem& p, double max_
   plan.largest_piece_flops = plan.flops;
   if (max_piece_flops > 0 && plan.flops > max_piece_flops) {
     if (plan.flops / max_piece_flops <= kMaxPlannedPieces) {
-      plan.pieces = PieceCount(p, max_piece_flops);
-      plan.largest_piece_flops = LargestPieceFlops(p, max_piece_flops);
+      const PieceSummary pieces = SummarisePieces(p, max_piece_flops);
+      plan.pieces = pieces.count;
+      plan.largest_piece_flops = pieces.largest_flops;
     } else {
       plan.pieces = static_cast<int64_t>(std::ceil(plan.flops / max_piece_flops));
     }

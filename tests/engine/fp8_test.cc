@@ -548,13 +548,12 @@ absl::StatusOr<std::vector<double>> RunFp8(const Inputs& in, const RunOptions& o
   return Decode(out, p.dtype);
 }
 
-// The awkward sizes, H = 80 as 96, as for fused (FP8 takes any multiple of 16 up to 256 on Hopper;
-// 96 is the head dim of the models' that is no power of two). T = 1 is refused on Hopper (no FP8
-// decode engine there): those cases skip with the reason.
-// Head dim 80 as 64, with the H = 96 shape the FP8 tests have always had beside it. (As 96 the
-// table's B2 T17 N8 causal float16 case exceeds kFp8E4M3Tolerance's atol, 0.2135 against 0.2,
-// while matching its emulation's rel L2, 4.427e-2, on the H100 on 2026-12-07: the tolerance's
-// derivation, not the kernel, is what that case questions; issue 45 re-derives it.)
+// The awkward sizes (FP8 takes any multiple of 16 up to 256 on Hopper). T = 1 is refused on Hopper
+// (no FP8 decode engine there): those cases skip with the reason. Head dim 80 as 64, with the H =
+// 96 shape the FP8 tests have always had beside it. (As 96 the table's B2 T17 N8 causal float16
+// case exceeds kFp8E4M3Tolerance's atol, 0.2135 against 0.2, while matching its emulation's rel
+// L2, 4.427e-2, on the H100 on 2026-12-07: the tolerance's derivation, not the kernel, is what that
+// case questions; issue 45 re-derives it.)
 const std::vector<Shape> kShapes = AwkwardShapes(64, {{1, 256, 1000, 4, 1, 96}});
 
 class Fp8VersusReference : public ::testing::TestWithParam<DtypeShapeCausal> {};

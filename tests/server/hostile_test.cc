@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <regex>
 #include <string>
@@ -24,6 +23,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/auth.h"
 #include "server/server_helpers.h"
+#include "server/tokens_file_helpers.h"
 #include "server_process.h"
 
 namespace attn::server {
@@ -34,22 +34,16 @@ using ::attn::testing::MakeShape;
 using ::attn::testing::ReadTextFile;
 using ::attn::testing::ScratchDir;
 using ::attn::testing::ServerProcess;
+using ::attn::testing::TokensLine;
+using ::attn::testing::WriteTokensFile;
 using Clock = std::chrono::steady_clock;
-
-std::string Hex(const std::array<uint8_t, 32>& h) {
-  std::string out;
-  for (uint8_t b : h) absl::StrAppend(&out, absl::Hex(b, absl::kZeroPad2));
-  return out;
-}
 
 // A tokens file (mode 0600) with a participant NAME per name, token "NAME-token"; its flag.
 std::string TokensFlag(const std::vector<std::string>& names, const std::string& file) {
   std::string text;
-  for (const std::string& n : names)
-    absl::StrAppend(&text, n, " ", Hex(Sha256(n + "-token")), "\n");
+  for (const std::string& n : names) text += TokensLine(n, n + "-token");
   const std::string path = ScratchDir() + file;
-  std::ofstream(path) << text;
-  chmod(path.c_str(), 0600);
+  WriteTokensFile(path, text);
   return "--tokens_file=" + path;
 }
 

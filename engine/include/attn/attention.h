@@ -54,6 +54,13 @@ double LargestPieceFlops(const AttentionProblem& p, double max_flops);
 // How many pieces PlanPieces(p, max_flops) makes, without listing them.
 int64_t PieceCount(const AttentionProblem& p, double max_flops);
 
+// PieceCount and LargestPieceFlops together, the cut chosen once (a call plan needs both).
+struct PieceSummary {
+  int64_t count = 1;
+  double largest_flops = 0;
+};
+PieceSummary SummarisePieces(const AttentionProblem& p, double max_flops);
+
 // The sub-problem a piece computes (kv_lens sliced to its batch rows) and its views into `t`
 // (strides kept, data and kv_lens offset).
 AttentionProblem PieceProblem(const AttentionProblem& p, const Piece& piece);

@@ -11,7 +11,6 @@
 #include "attn/attention.h"
 #include "attn/fp8.h"
 #include "attn/reference.h"
-#include "attn/registry.h"
 #include "attn/timing.h"
 #include "inputs/normal.h"
 #include "platform.h"

@@ -71,19 +71,20 @@ absl::StatusOr<CasePlan> PlanCase(const BenchCase& c, const BenchOptions& option
     plan.host_bytes += (q + 2 * kv) * 4 + std::max(q, kv) * e + q * 4 + *scratch;
   } else if (device.kind == DeviceKind::kCuda) {
     const Backend* naive = registry.Find("naive");
-    if (naive != nullptr && naive->CheckSupport(f32, device).ok()) {
+    const absl::Status naive_runs = naive == nullptr
+                                        ? absl::NotFoundError("this build has no naive backend")
+                                        : naive->CheckSupport(f32, device);
+    if (naive_runs.ok()) {
       plan.reference = PlanCall(*naive, f32);
       plan.host_bytes += q * 4;  // its output, copied back
       plan.arena_bytes += plan.reference->tensor_bytes;
     } else {
-      plan.no_reference = naive == nullptr
-                              ? "this build has no naive backend"
-                              : std::string(naive->CheckSupport(f32, device).message());
+      plan.no_reference = std::string(naive_runs.message());
     }
   } else {
     plan.no_reference = absl::StrFormat(
         "%.1f GFLOP (every key counted) is beyond the float64 reference's %.0f GFLOP limit",
-        AttentionFlops(WithAllKeys(p)) / 1e9, kMaxNumericsFlops / 1e9);
+        plan.call.flops / 1e9, kMaxNumericsFlops / 1e9);
   }
   return plan;
 }

@@ -42,12 +42,7 @@ std::string CompiledHeadDims() {
   return list;
 }
 
-bool CompiledHeadDim(int64_t h) {
-  for (const FusedTiles& t : kFusedTiles) {
-    if (t.head_dim == h) return true;
-  }
-  return false;
-}
+bool CompiledHeadDim(int64_t h) { return h > 0 && h <= 256 && FusedHeadDim(static_cast<int>(h)); }
 
 // Calls launch(std::integral_constant<int, H>{}) for the compiled head dim H that equals
 // `head_dim` (CheckSupport has made sure there is one).
@@ -192,8 +187,7 @@ class FusedBackend final : public Backend {
         p.dtype == DType::kBFloat16 ? FusedHalfType::kBFloat16 : FusedHalfType::kFloat16;
     const int ws_head_group =
         path == FusedPath::kWgmmaWs
-            ? WsHeadGroup(p.causal, p.num_heads * p.batch,
-                          (p.q_len + kWgmmaWsBlockM - 1) / kWgmmaWsBlockM, fp.multiprocessors)
+            ? WsHeadGroup(p.causal, p.num_heads * p.batch, WsQueryTiles(p), fp.multiprocessors)
             : 1;
     ATTN_CUDA_RETURN_IF_ERROR(ForHeadDim(p.head_dim, [&](auto h) {
       using Launch = FusedLaunch<decltype(h)::value>;

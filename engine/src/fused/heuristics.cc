@@ -105,10 +105,14 @@ FusedPath ChoosePath(const AttentionProblem& p, const DeviceInfo& device,
   if (forced == FusedPath::kWgmma || forced == FusedPath::kWgmmaWs) return FusedPath::kWgmma;
   // The warp-specialised kernel where its tile is the automatic choice and there is at least a
   // wave of its query tiles (below that it lost 2-6% to the cp.async kernel).
-  const int64_t tiles = (p.q_len + kWgmmaWsBlockM - 1) / kWgmmaWsBlockM * p.num_heads * p.batch;
+  const int64_t tiles = WsQueryTiles(p) * p.num_heads * p.batch;
   return ws && TilesOf(h).wgmma_ws.by_default && tiles >= device.multiprocessors
              ? FusedPath::kWgmmaWs
              : FusedPath::kWgmma;
+}
+
+int64_t WsQueryTiles(const AttentionProblem& p) {
+  return (p.q_len + kWgmmaWsBlockM - 1) / kWgmmaWsBlockM;
 }
 
 bool SplitKvFits(const AttentionProblem& p, const DeviceInfo& device) {

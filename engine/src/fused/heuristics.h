@@ -62,4 +62,7 @@ int CombineWarps(const FusedSplitKv& plan, int head_dim);
 // group's longest. Between 1 and `pairs`.
 int WsHeadGroup(bool causal, int64_t pairs, int64_t m_blocks, int multiprocessors);
 
+// The warp-specialised kernel's query tiles (kWgmmaWsBlockM rows) of one (batch, head) of `p`.
+int64_t WsQueryTiles(const AttentionProblem& p);
+
 }  // namespace attn

@@ -221,8 +221,10 @@ class Results:
                 + report.line("summary") + "\n" + (served + "\n" if served else ""))
 
     def _repr_html_(self) -> str:
-        head = f"<p>{html.escape(self.server_line())}</p>" if self.server_line() else ""
-        return head + "<br>".join(t._repr_html_() for t in self.tables()) + f"<p>{html.escape(self.summary_line())}</p>"
+        report = _Report(self)
+        server = report.line("server")
+        head = f"<p>{html.escape(server)}</p>" if server else ""
+        return head + "<br>".join(t._repr_html_() for t in report.tables()) + f"<p>{html.escape(report.line('summary'))}</p>"
 
     def __repr__(self) -> str:
         return f"<Results {self.summary_line()}>"
