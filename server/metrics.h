@@ -51,6 +51,7 @@ inline constexpr const char* kBenchmarkCaseStatuses[] = {"OK",
 
 // Why a request was refused before it ran: attn_refusals_total's reason label.
 inline constexpr const char* kRefusalReasons[] = {"unauthenticated",
+                                                  "malformed_body",
                                                   "permission",
                                                   "call_cost",
                                                   "job_cost",

@@ -22,6 +22,7 @@
 #include "attn/bench.h"
 #include "attn/registry.h"
 #include "server/log.h"
+#include "server/malformed_body.h"
 #include "server/token_gate.h"
 
 #ifndef ATTN_VERSION
@@ -356,10 +357,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.AddListeningPort(options.listen_address, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->inference_.get());
-  // Room for a request at max_request_bytes plus its protobuf framing.
+  // Room for a request at max_request_bytes plus its protobuf framing. gRPC itself refuses a
+  // larger body (RESOURCE_EXHAUSTED "Received message larger than max (N vs. M)"), after reading
+  // it whole or until the memory quota below sends the stream away, and no code of ours sees
+  // that call: gRPC 1.51 has no hook there, so it is neither logged nor counted. Our clients
+  // check the limit (GetServerInfo's) before sending.
   const int64_t max_message = options.limits.max_request_bytes + (int64_t{1} << 20);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message));
+  // A body that does not parse is answered by us (malformed_body.h), not with gRPC's bare
+  // UNIMPLEMENTED.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<MalformedBodies>(*server->metrics_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   grpc::ResourceQuota quota("attn-server");
   quota.Resize(static_cast<size_t>(options.grpc_memory_bytes));
   builder.SetResourceQuota(quota);

@@ -2,32 +2,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "server/served_methods.h"
 #include "server/text.h"
 
 namespace attn::server {
-namespace {
-
-// attn_requests_total's rpc label of a refused call: the method's name when it is one this
-// server serves, else "unknown" (labels stay bounded whatever paths callers send).
-std::string RpcLabel(absl::string_view path) {
-  static constexpr absl::string_view kServices[] = {"/attention.v1.AttentionService/",
-                                                    "/inference.GRPCInferenceService/",
-                                                    "/grpc.reflection.v1alpha.ServerReflection/"};
-  static constexpr absl::string_view kMethods[] = {
-      "GetServerInfo", "Attend",     "RunBenchmark",        "ServerLive",
-      "ServerReady",   "ModelReady", "ServerMetadata",      "ModelMetadata",
-      "ModelConfig",   "ModelInfer", "ServerReflectionInfo"};
-  for (absl::string_view service : kServices) {
-    if (!absl::StartsWith(path, service)) continue;
-    const absl::string_view method = path.substr(service.size());
-    for (absl::string_view known : kMethods) {
-      if (method == known) return std::string(known);
-    }
-  }
-  return "unknown";
-}
-
-}  // namespace
 
 grpc::Status TokenGate::Process(const InputMetadata& metadata, grpc::AuthContext*, OutputMetadata*,
                                 OutputMetadata*) {

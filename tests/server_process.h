@@ -84,11 +84,13 @@ class ServerProcess {
       _exit(127);
     }
     const std::regex serving("SERVING listen=\"127.0.0.1:0 \\(port ([0-9]+)\\)");
+    const std::regex metrics("metrics=\"127.0.0.1:0 \\(port ([0-9]+)\\)\"");
     for (int i = 0; i < 400 && port_ == 0 && pid_ > 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
       std::smatch m;
       const std::string text = ReadTextFile(log_);
       if (std::regex_search(text, m, serving)) port_ = std::stoi(m[1]);
+      if (std::regex_search(text, m, metrics)) metrics_port_ = std::stoi(m[1]);
       // A server that refused to start: stop waiting (exit_status() says how it ended).
       if (port_ == 0 && waitpid(pid_, &exit_status_, WNOHANG) == pid_) pid_ = -1;
     }
@@ -105,6 +107,8 @@ class ServerProcess {
   // 0 when no SERVING line appeared within 10 s, or the process exited first; log() then says
   // why.
   int port() const { return port_; }
+  // The /metrics port of a server given --metrics_address=127.0.0.1:0; 0 otherwise.
+  int metrics_port() const { return metrics_port_; }
   // The waitpid status of a server that exited before serving; -1 otherwise.
   int exit_status() const { return exit_status_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -125,6 +129,7 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int metrics_port_ = 0;
   int exit_status_ = -1;
   std::string log_;
 };
