@@ -18,6 +18,12 @@ GOLDEN = REPO / "tests" / "client" / "golden"
 SERVING = re.compile(r'SERVING listen="127\.0\.0\.1:0 \(port ([0-9]+)\)')
 
 
+def needs_cuda(backend: str, prefix: str = "") -> re.Pattern:
+    """The whole refusal of a GPU backend on the tests' cpu server, `prefix` before it: a server
+    built without CUDA adds why (as tests/server/server_test.cc allows for the C++ tests)."""
+    return re.compile(re.escape(f"{prefix}{backend}: needs a CUDA device") + "(; this engine was built without CUDA)?")
+
+
 def pytest_addoption(parser):
     parser.addoption("--attn-server", default=os.environ.get("ATTN_SERVER_BINARY", ""),
                      help="attn-server binary (default: $ATTN_SERVER_BINARY)")
