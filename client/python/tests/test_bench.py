@@ -129,7 +129,10 @@ def test_cases_with_kv_lens_get_their_own_rows_and_the_kv_bandwidth(client):
     assert table.headers[4] == "K/V GB/s"
     assert [row[1] for row in table.rows] == ["B2 T1 S64 N4 K4 H32 kv_lens=[3,64]",
                                               "B3 T1 S64 N4 K4 H32 kv_lens=[1,64,20]"]
-    assert all(float(row[4]) > 0 for row in table.rows)
+    # The column shows each case's K/V bandwidth to one decimal ("0.0" where a loaded machine
+    # times these tiny cases slowly); the value itself is always measured.
+    assert all(r.kv_gbps > 0 for r in results.cases)
+    assert [row[4] for row in table.rows] == [f"{r.kv_gbps:.1f}" for r in results.cases]
     assert all(r.max_abs_error < 1e-5 for r in results.cases)
 
 
