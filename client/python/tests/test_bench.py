@@ -98,8 +98,10 @@ def test_progress_lines_without_tqdm(server, capsys, monkeypatch):
 
 
 def test_ctrl_c_cancels_the_job_on_the_server(own_server):
-    # Three cases that take seconds each on the cpu backend; Ctrl-C after the first has started.
-    heavy = [attn_client.Case(batch=1, seq_len=2048, num_heads=8, head_dim=64, dtype="float32", backend="cpu")] * 3
+    # Three cases that take seconds each on the float64 reference (8.6 GFLOP a call at ~8 GFLOP/s on
+    # two cores; the fast cpu backend would finish all three within the second before Ctrl-C);
+    # Ctrl-C after the first has started.
+    heavy = [attn_client.Case(batch=1, seq_len=2048, num_heads=8, head_dim=64, dtype="float32", backend="reference")] * 3
     # interrupt_main() does nothing while SIGINT is ignored, as it is in a test run started in the
     # background by a shell without job control (`cmd &`): Python's own handler for this test.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
