@@ -58,9 +58,7 @@ v1::AttendRequest SmallCall() { return Generated(MakeShape(1, 16, 2, 16)); }
 
 // The value of `series` in a scrape, or -1.
 double Scraped(Server& server, const std::string& series) {
-  const std::string text = server.metrics().Render();
-  const size_t at = text.find(series + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 1));
+  return ::attn::testing::SeriesValue(server.metrics().Render(), series);
 }
 
 // An Attend started on another thread; Wait() gives its status.

@@ -55,9 +55,8 @@ std::vector<Method> ServiceMethods() {
 
 // The value of `series` in a scrape of the server's /metrics, or -1 when it is not there.
 double Scraped(const ServerProcess& server, const std::string& series) {
-  const std::string text = ::attn::testing::HttpGet(server.metrics_port(), "/metrics");
-  const size_t at = text.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
+  return ::attn::testing::SeriesValue(::attn::testing::HttpGet(server.metrics_port(), "/metrics"),
+                                      series);
 }
 
 // `body` as the message of a unary call of `path`, with `token` as its bearer token if given.
@@ -116,7 +115,7 @@ TEST(RequestBody, NotAProtobufOfTheMethodsTypeIsInvalidArgumentNamingTheType) {
         google::protobuf::MessageFactory::generated_factory()->GetPrototype(type)->New());
     ASSERT_FALSE(parsed->ParseFromString(kJsonBody)) << "parses as " << m.request_type;
 
-    // gRPC alone answers UNIMPLEMENTED with no message.
+    // Our answer, where gRPC's handler alone would give UNIMPLEMENTED with no message.
     const grpc::Status s = RawCall(server, m.path, kJsonBody);
     EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT) << m.path << ": " << s.error_message();
     EXPECT_EQ(s.error_message(), "request body is not a valid " + m.request_type +
@@ -167,7 +166,7 @@ TEST(RequestBody, AFloodOfMalformedBodiesIsCountedWholeAndLoggedInPart) {
   ExpectServing(server);
 }
 
-TEST(RequestBody, WithTokensTheGateRefusesFirstAndAParticipantsMalformedBodyIsNamed) {
+TEST(RequestBody, WithTokensTheGateRefusesFirstThenAParticipantsMalformedBodyIsInvalidArgument) {
   const std::string tokens = ::attn::testing::ScratchDir() + "body_tokens.txt";
   ::attn::testing::WriteTokensFile(tokens, ::attn::testing::TokensLine("ada", "ada-token"));
   ServerProcess server("body_tokens", {"--metrics_address=127.0.0.1:0", "--tokens_file=" + tokens});

@@ -1,5 +1,5 @@
 // Helpers of the server's end-to-end tests: options for an in-process server on the cpu
-// backend, a stub on a port, request shapes.
+// backend, a stub on a port, request shapes, a series' value in a metrics scrape.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -47,6 +47,13 @@ inline attention::v1::Shape MakeShape(int64_t b, int64_t t, int64_t n, int64_t h
   s.set_head_dim(h);
   s.set_num_kv_heads(k);
   return s;
+}
+
+// The value of the series `series` (name and labels, as the exposition writes them) in the
+// Prometheus text `exposition`, or -1 when it is not there.
+inline double SeriesValue(const std::string& exposition, const std::string& series) {
+  const size_t at = exposition.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::stod(exposition.substr(at + series.size() + 2));
 }
 
 }  // namespace attn::testing
