@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/status.h"
+#include "server/token_gate.h"
 
 namespace attn::server {
 std::string PeerHost(const std::string& peer) {
@@ -63,12 +64,7 @@ absl::Status Calls::Identify(grpc::CallbackServerContext* context, const std::st
     call.role = Role::kAdmin;  // no tokens: no roles, as before tokens existed
     return absl::OkStatus();
   }
-  const auto& metadata = context->client_metadata();
-  const auto header = metadata.find("authorization");
-  const absl::string_view authorization =
-      header == metadata.end() ? absl::string_view()
-                               : absl::string_view(header->second.data(), header->second.size());
-  auto participant = config_.tokens->Authenticate(authorization);
+  auto participant = AuthenticateCall(*config_.tokens, context->client_metadata());
   if (!participant.ok()) {
     call.refusal = "unauthenticated";
     return participant.status();

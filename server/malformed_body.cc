@@ -2,8 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "server/served_methods.h"
+#include "server/token_gate.h"
 
 namespace attn::server {
 namespace {
@@ -26,7 +29,7 @@ class MalformedBodyInterceptor final : public grpc::experimental::Interceptor {
       malformed_ = true;
     }
     if (malformed_ && batch->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
-      batch->ModifySendStatus(refusals_.Refuse(method_, context_->peer()));
+      batch->ModifySendStatus(refusals_.Refuse(method_, *context_));
     }
     batch->Proceed();
   }
@@ -49,17 +52,29 @@ grpc::experimental::Interceptor* MalformedBodies::CreateServerInterceptor(
 }
 
 grpc::Status MalformedBodies::Refuse(const google::protobuf::MethodDescriptor& method,
-                                     const std::string& peer) {
+                                     const grpc::ServerContextBase& context) {
+  // With tokens the gate let the call in, so its token names a participant, unless the file
+  // changed since (then the refusal is the call's alone, as a handler would find).
+  std::string participant;
+  if (tokens_ != nullptr) {
+    auto found = AuthenticateCall(*tokens_, context.client_metadata());
+    if (found.ok()) participant = (*found)->name;
+  }
   const std::string& type = method.input_type()->full_name();
   const std::string message =
       absl::StrCat("request body is not a valid ", type, ": send a serialized ", type,
                    ", as clients generated from attn's proto/ do");
   metrics_.Request(method.name(), "INVALID_ARGUMENT", 0);
   metrics_.Refusal("malformed_body");
+  if (!participant.empty())
+    metrics_.ParticipantRequest(participant, method.name(), "INVALID_ARGUMENT");
   int64_t suppressed = 0;
   if (log_.Allow(&suppressed)) {
-    LogFields fields = {
-        {"peer", peer}, {"rpc", method.name()}, {"code", "INVALID_ARGUMENT"}, {"error", message}};
+    LogFields fields = {{"peer", context.peer()},
+                        {"rpc", method.name()},
+                        {"code", "INVALID_ARGUMENT"},
+                        {"error", message}};
+    if (!participant.empty()) fields.emplace_back("participant", participant);
     if (suppressed > 0) fields.emplace_back("refusals_not_logged", absl::StrCat(suppressed));
     Log(spdlog::level::info, "request", fields);
   }

@@ -3,7 +3,9 @@
 // message and never call ours. An interceptor on each unary and server-streaming call of a served
 // method (served_methods.h) sees gRPC's parse fail and rewrites the status before it is sent;
 // each such refusal counts in attn_requests_total{rpc,code="INVALID_ARGUMENT"} and
-// attn_refusals_total{reason="malformed_body"} and gets a rate-limited log line.
+// attn_refusals_total{reason="malformed_body"} and, with tokens, in
+// attn_participant_requests_total of the participant whose token the call carries (the gate,
+// token_gate.h, let no other through), and gets a rate-limited log line naming that participant.
 //
 // gRPC parses the body before any interceptor sees it and keeps no count of its bytes, so the
 // message cannot say how many arrived.
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "google/protobuf/descriptor.h"
+#include "server/auth.h"
 #include "server/log.h"
 #include "server/metrics.h"
 
@@ -21,18 +24,21 @@ namespace attn::server {
 
 class MalformedBodies final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  // `metrics` must outlive the server.
-  explicit MalformedBodies(Metrics& metrics) : metrics_(metrics) {}
+  // `metrics` and `tokens` (null without a tokens file) must outlive the server.
+  MalformedBodies(Metrics& metrics, const TokenRegistry* tokens)
+      : metrics_(metrics), tokens_(tokens) {}
 
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
 
   // A call of `method` from `peer` whose body did not parse: counted, logged (rate-limited), and
-  // the status its client gets.
-  grpc::Status Refuse(const google::protobuf::MethodDescriptor& method, const std::string& peer);
+  // the status its client gets. `context`: the call's, for its peer and its token's participant.
+  grpc::Status Refuse(const google::protobuf::MethodDescriptor& method,
+                      const grpc::ServerContextBase& context);
 
  private:
   Metrics& metrics_;
+  const TokenRegistry* const tokens_;
   LogRateLimit log_{20, 40};
 };
 

@@ -368,7 +368,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // A body that does not parse is answered by us (malformed_body.h), not with gRPC's bare
   // UNIMPLEMENTED.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<MalformedBodies>(*server->metrics_));
+  interceptors.push_back(
+      std::make_unique<MalformedBodies>(*server->metrics_, server->tokens_.get()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   grpc::ResourceQuota quota("attn-server");
   quota.Resize(static_cast<size_t>(options.grpc_memory_bytes));

@@ -7,6 +7,15 @@
 
 namespace attn::server {
 
+absl::StatusOr<std::shared_ptr<const Participant>> AuthenticateCall(
+    const TokenRegistry& tokens,
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) {
+  const auto header = metadata.find("authorization");
+  return tokens.Authenticate(header == metadata.end()
+                                 ? absl::string_view()
+                                 : absl::string_view(header->second.data(), header->second.size()));
+}
+
 grpc::Status TokenGate::Process(const InputMetadata& metadata, grpc::AuthContext*, OutputMetadata*,
                                 OutputMetadata*) {
   const auto view = [](const grpc::string_ref& s) { return absl::string_view(s.data(), s.size()); };
@@ -15,9 +24,7 @@ grpc::Status TokenGate::Process(const InputMetadata& metadata, grpc::AuthContext
   if (path != metadata.end() && absl::StartsWith(view(path->second), "/grpc.health.v1.Health/")) {
     return grpc::Status::OK;
   }
-  const auto header = metadata.find("authorization");
-  auto participant =
-      tokens_.Authenticate(header == metadata.end() ? absl::string_view() : view(header->second));
+  auto participant = AuthenticateCall(tokens_, metadata);
   if (participant.ok()) return grpc::Status::OK;
   metrics_.Request(RpcLabel(path == metadata.end() ? "" : view(path->second)), "UNAUTHENTICATED",
                    0);

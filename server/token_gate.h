@@ -8,12 +8,21 @@
 #pragma once
 
 #include <grpcpp/security/auth_metadata_processor.h>
+#include <grpcpp/support/string_ref.h>
+
+#include <map>
+#include <memory>
 
 #include "server/auth.h"
 #include "server/log.h"
 #include "server/metrics.h"
 
 namespace attn::server {
+
+// The participant whose token a call's `authorization` header (in its initial metadata) carries,
+// or UNAUTHENTICATED saying what is missing (TokenRegistry::Authenticate).
+absl::StatusOr<std::shared_ptr<const Participant>> AuthenticateCall(
+    const TokenRegistry& tokens, const std::multimap<grpc::string_ref, grpc::string_ref>& metadata);
 
 class TokenGate final : public grpc::AuthMetadataProcessor {
  public:

@@ -166,7 +166,7 @@ TEST(RequestBody, AFloodOfMalformedBodiesIsCountedWholeAndLoggedInPart) {
   ExpectServing(server);
 }
 
-TEST(RequestBody, WithTokensTheGateRefusesFirstThenAParticipantsMalformedBodyIsInvalidArgument) {
+TEST(RequestBody, WithTokensTheGateRefusesFirstThenAParticipantsMalformedBodyIsTheirs) {
   const std::string tokens = ::attn::testing::ScratchDir() + "body_tokens.txt";
   ::attn::testing::WriteTokensFile(tokens, ::attn::testing::TokensLine("ada", "ada-token"));
   ServerProcess server("body_tokens", {"--metrics_address=127.0.0.1:0", "--tokens_file=" + tokens});
@@ -179,6 +179,17 @@ TEST(RequestBody, WithTokensTheGateRefusesFirstThenAParticipantsMalformedBodyIsI
       << s.error_message();
   EXPECT_EQ(Scraped(server, "attn_refusals_total{reason=\"unauthenticated\"}"), 1);
   EXPECT_EQ(Scraped(server, "attn_refusals_total{reason=\"malformed_body\"}"), 1);
+  // Counted and logged as ada's: the gate named the participant before the body was read.
+  EXPECT_EQ(Scraped(server,
+                    "attn_participant_requests_total{code=\"INVALID_ARGUMENT\","
+                    "participant=\"ada\",rpc=\"Attend\"}"),
+            1);
+  const std::string log = ReadTextFile(server.log());
+  const size_t at = log.find("not a valid attention.v1.AttendRequest");
+  ASSERT_NE(at, std::string::npos) << log;
+  const size_t begin = log.rfind('\n', at) + 1;  // npos + 1 == 0: the first line
+  const std::string line = log.substr(begin, log.find('\n', at) - begin);
+  EXPECT_NE(line.find("participant=ada"), std::string::npos) << line;
   ExpectServing(server, "ada-token");
 }
 
