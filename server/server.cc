@@ -1,10 +1,12 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -122,11 +124,18 @@ void Prewarm(DeviceContext& context, const std::string& suite) {
 
 // Whether a host:port address listens on loopback only ("127.0.0.1:0", "[::1]:50051",
 // "localhost:50051").
+// "localhost", an IPv4 address in 127.0.0.0/8 or [::1], each with its port: addresses by number,
+// so that a name such as "127.example.com" (any host's, once resolved) does not pass.
 bool IsLoopback(const std::string& address) {
   std::string host = address.substr(0, address.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+  if (host == "localhost") return true;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    in6_addr v6;
+    return inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &v6) == 1 &&
+           IN6_IS_ADDR_LOOPBACK(&v6);
+  }
+  in_addr v4;
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 }  // namespace

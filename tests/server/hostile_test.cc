@@ -218,6 +218,24 @@ TEST(Hostile, TokensOverPlaintextBeyondLoopbackRefuseToStart) {
       << ReadTextFile(server.log());
 }
 
+TEST(Hostile, OnlyLoopbackAddressesByNumberMayServeTokensOverPlaintext) {
+  server::ServerOptions o = ::attn::testing::CpuOptions();
+  o.tokens_file = ScratchDir() + "tokens_never_read.txt";
+  for (const char* address : {"127.0.0.1:50051", "127.3.2.1:0", "[::1]:50051", "localhost:0"}) {
+    o.listen_address = address;
+    EXPECT_TRUE(server::ValidateServerOptions(o).ok()) << address;
+  }
+  for (const char* address :
+       {"0.0.0.0:50051", "[::]:50051", "10.0.0.7:50051", "127.example.com:50051",
+        "127.0.0.1.example.com:0", "[::ffff:10.0.0.1]:0", "attn.local:50051", "128.0.0.1:0"}) {
+    o.listen_address = address;
+    const absl::Status s = server::ValidateServerOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << address;
+    EXPECT_NE(s.message().find("would cross the network in plaintext"), std::string::npos)
+        << address << ": " << s;
+  }
+}
+
 TEST(Hostile, KvLensAreChargedAsHeldNotAsSent) {
   // 3.5 M lengths of 1: ~3.5 MB on the wire, 14 MB as int32 in the parsed request; a lone
   // participant's share of 24 MiB is 12 MiB.
