@@ -19,7 +19,7 @@ std::string DeviceInfo::ToString() const {
 
 namespace {
 
-// The limits of a device cap (attn/overrides.h's DeviceCap).
+// The limits of a device cap (DeviceCap, attn/device.h).
 struct CapLimits {
   int cc_major, cc_minor;
   int64_t shared_memory_per_block, shared_memory_per_sm;

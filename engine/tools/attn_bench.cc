@@ -69,7 +69,8 @@ ABSL_FLAG(int, fp8_amax_history_len, 1024, "cudnn_fp8 DelayedScaling amax_histor
 ABSL_FLAG(std::string, fp8_amax_compute_algo, "max",
           "cudnn_fp8 DelayedScaling amax_compute_algo: max or most_recent");
 ABSL_FLAG(bool, list, false, "list backends with their verdict for the first case, then exit");
-// Forced choices (attn/overrides.h), to time a backend's alternatives side by side.
+// Forced choices (attn/overrides.h; the device cap: attn/device.h), to time a backend's
+// alternatives side by side.
 ABSL_FLAG(std::string, fused_kernel, "auto",
           "fused: the kernel, forced where it can run: mma_sync, wgmma, wgmma_ws, split_kv, or "
           "auto (the backend's own choice)");
@@ -101,8 +102,8 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-// Applies the forced-choice flags (attn/overrides.h) before any backend runs; a flag that names
-// a backend this build lacks, at a value other than its default, is an error.
+// Applies the forced-choice flags (attn/overrides.h, attn/device.h) before any backend runs; a
+// flag that names a backend this build lacks, at a value other than its default, is an error.
 absl::Status ApplyOverrides() {
   const std::string kernel = absl::GetFlag(FLAGS_fused_kernel);
   const std::optional<attn::FusedPath> path = attn::FusedPathNamed(kernel);

@@ -1,4 +1,4 @@
-// The device cap (attn/overrides.h's SetDeviceCapOverride): what a capped device says of itself,
+// The device cap (attn/device.h's SetDeviceCapOverride): what a capped device says of itself,
 // and that the backends' rules and heuristics then take the L4's paths. Host code first (any
 // machine), then on the GPU: contexts made after the call are capped, and the dispatch on one is
 // the L4's.

@@ -1,5 +1,5 @@
 // attn_engine_tests' main: GoogleTest's flags, and --device_cap=NAME, which caps the dispatch
-// at a smaller device (attn/overrides.h's SetDeviceCapOverride) before any test makes a context:
+// at a smaller device (attn/device.h's SetDeviceCapOverride) before any test makes a context:
 // every test then sees the capped device and holds it to that device's rules and paths.
 // `--device_cap=sm_89` runs an sm_89 build on a Hopper GPU as an L4 would run it (bench/gpu.sh l4).
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "attn/overrides.h"
+#include "attn/device.h"
 #include "gtest/gtest.h"
 
 int main(int argc, char** argv) {

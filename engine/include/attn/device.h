@@ -6,11 +6,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "attn/arena.h"
-#include "attn/overrides.h"
 
 // Opaque CUDA handle types, so this header needs no CUDA headers (CPU-only builds include it).
 struct CUstream_st;
@@ -60,8 +61,44 @@ absl::Status CudaAvailability();
 // The cuDNN library's version ("9.19.0"), or empty when the build has no cuDNN.
 std::string CudnnVersion();
 
+// Devices the dispatch can be capped at (SetDeviceCapOverride). kSm89: an NVIDIA L4 (Ada), the
+// workshop's GPU: compute capability 8.9, 99 KiB of shared memory a block (opt-in) and 100 KiB
+// an SM (the CUDA programming guide's limits for 8.9), 58 SMs.
+enum class DeviceCap { kSm89 };
+inline constexpr DeviceCap kDeviceCaps[] = {DeviceCap::kSm89};
+
+// "sm_89": the name attn-bench's and attn_engine_tests' --device_cap take.
+constexpr std::string_view DeviceCapName(DeviceCap cap) {
+  switch (cap) {
+    case DeviceCap::kSm89:
+      return "sm_89";
+  }
+  return "";
+}
+// The cap DeviceCapName calls `name`, or nullopt.
+constexpr std::optional<DeviceCap> DeviceCapNamed(std::string_view name) {
+  for (DeviceCap cap : kDeviceCaps) {
+    if (DeviceCapName(cap) == name) return cap;
+  }
+  return std::nullopt;
+}
+
+// Caps what the engine is told of every CUDA device described after the call (QueryCudaDevice,
+// so every DeviceContext made later) at `cap`: each limit the backends' support rules and
+// heuristics read (compute capability, shared memory a block and an SM, SMs) becomes the lower
+// of the device's and the cap's, and the name says so ("NVIDIA H100 80GB HBM3 [capped at
+// sm_89]"); memory and versions stay the device's (CappedDeviceInfo below). So an
+// sm_89 build, run on a Hopper GPU by the driver's JIT from its PTX, takes the paths an L4 takes:
+// cudnn with head dims <= 128, the fused backend's mma.sync and cp.async split-KV kernels (no
+// wgmma, no TMA), cudnn_fp8 refused. What the cap cannot change: the kernels run on the real
+// device, and cuDNN and cuBLAS choose their own kernels by it. Contexts made before keep what
+// they were told: call it first.
+void SetDeviceCapOverride(std::optional<DeviceCap> cap);
+// The cap SetDeviceCapOverride set, if any.
+std::optional<DeviceCap> DeviceCapOverride();
+
 // Describes CUDA device `ordinal` without creating a context on it; capped at the device cap set
-// by SetDeviceCapOverride (attn/overrides.h), if any.
+// by SetDeviceCapOverride, if any.
 absl::StatusOr<DeviceInfo> QueryCudaDevice(int ordinal);
 
 // `device` capped at `cap` (SetDeviceCapOverride says what changes); a CPU is left as it is.

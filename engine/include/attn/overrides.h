@@ -1,9 +1,9 @@
 // Forced choices, for tests and side-by-side benchmarks: each setter replaces, for the whole
 // process, one choice a backend otherwise makes itself (attn-bench's --fused_kernel,
-// --split_kv_stages, --tma_l2_promotion, --fp8_chunks, --cpu_threads and --device_cap call them;
-// attn_engine_tests takes --device_cap too). Production calls none of them, and no environment
-// variable sets them: a server's behaviour is its flags'.
-// Plain C++ (nvcc reads FusedPath through the fused kernels' headers).
+// --split_kv_stages, --tma_l2_promotion, --fp8_chunks and --cpu_threads call them; the device
+// cap, which --device_cap sets, is the device layer's: SetDeviceCapOverride in attn/device.h).
+// Production calls none of them, and no environment variable sets them: a server's behaviour is its
+// flags'. Plain C++ (nvcc reads FusedPath through the fused kernels' headers).
 #pragma once
 
 #include <optional>
@@ -40,46 +40,10 @@ constexpr std::optional<FusedPath> FusedPathNamed(std::string_view name) {
   return std::nullopt;
 }
 
-// Devices the dispatch can be capped at (SetDeviceCapOverride). kSm89: an NVIDIA L4 (Ada), the
-// workshop's GPU: compute capability 8.9, 99 KiB of shared memory a block (opt-in) and 100 KiB
-// an SM (the CUDA programming guide's limits for 8.9), 58 SMs.
-enum class DeviceCap { kSm89 };
-inline constexpr DeviceCap kDeviceCaps[] = {DeviceCap::kSm89};
-
-// "sm_89": the name attn-bench's and attn_engine_tests' --device_cap take.
-constexpr std::string_view DeviceCapName(DeviceCap cap) {
-  switch (cap) {
-    case DeviceCap::kSm89:
-      return "sm_89";
-  }
-  return "";
-}
-// The cap DeviceCapName calls `name`, or nullopt.
-constexpr std::optional<DeviceCap> DeviceCapNamed(std::string_view name) {
-  for (DeviceCap cap : kDeviceCaps) {
-    if (DeviceCapName(cap) == name) return cap;
-  }
-  return std::nullopt;
-}
-
 // The setters below exist in builds with what they steer: the TMA promotion in CUDA builds
 // (ATTN_HAVE_CUDA), cudnn_fp8's in cuDNN builds (ATTN_HAVE_CUDNN); the fused backend's choices
-// (its host heuristics are built everywhere, so a build without CUDA tests them), the host threads
-// and the device cap in every build. std::nullopt restores the automatic choice.
-
-// Caps what the engine is told of every CUDA device described after the call (QueryCudaDevice,
-// so every DeviceContext made later) at `cap`: each limit the backends' support rules and
-// heuristics read (compute capability, shared memory a block and an SM, SMs) becomes the lower
-// of the device's and the cap's, and the name says so ("NVIDIA H100 80GB HBM3 [capped at
-// sm_89]"); memory and versions stay the device's (CappedDeviceInfo in attn/device.h). So an
-// sm_89 build, run on a Hopper GPU by the driver's JIT from its PTX, takes the paths an L4 takes:
-// cudnn with head dims <= 128, the fused backend's mma.sync and cp.async split-KV kernels (no
-// wgmma, no TMA), cudnn_fp8 refused. What the cap cannot change: the kernels run on the real
-// device, and cuDNN and cuBLAS choose their own kernels by it. Contexts made before keep what
-// they were told: call it first.
-void SetDeviceCapOverride(std::optional<DeviceCap> cap);
-// The cap SetDeviceCapOverride set, if any.
-std::optional<DeviceCap> DeviceCapOverride();
+// (its host heuristics are built everywhere, so a build without CUDA tests them) and the host
+// threads in every build. std::nullopt restores the automatic choice.
 
 // Forces the fused backend onto `path` where it can run (kWgmma and kWgmmaWs where the wgmma
 // kernels can, mma.sync otherwise; problems with kv_lens never take kWgmmaWs: its whole-tile
