@@ -31,8 +31,8 @@ class MalformedBodies final : public grpc::experimental::ServerInterceptorFactor
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
 
-  // A call of `method` from `peer` whose body did not parse: counted, logged (rate-limited), and
-  // the status its client gets. `context`: the call's, for its peer and its token's participant.
+  // A call of `method` whose body did not parse: counted, logged (rate-limited), and the status
+  // its client gets. `context`: the call's, for its peer and its token's participant.
   grpc::Status Refuse(const google::protobuf::MethodDescriptor& method,
                       const grpc::ServerContextBase& context);
 
