@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -39,11 +40,26 @@ inline std::string ReadTextFile(const std::string& path) {
   return ss.str();
 }
 
+inline std::string ScratchDirPath() {
+  return ::testing::TempDir() + "attn_test." + std::to_string(getpid()) + "/";
+}
+
+// At exit, ScratchDir() goes when every test of the process passed; a failed test's logs stay
+// for whoever reads its failure (ctest runs a process a test, so a full run made a thousand).
+inline void RemoveScratchDirIfPassed() {
+  const ::testing::UnitTest* run = ::testing::UnitTest::GetInstance();
+  if (run != nullptr && run->Passed()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(ScratchDirPath(), ignored);
+  }
+}
+
 // A directory of this test process's own, created on first use; ends with '/'.
 inline const std::string& ScratchDir() {
   static const std::string dir = [] {
-    const std::string d = ::testing::TempDir() + "attn_test." + std::to_string(getpid()) + "/";
+    const std::string d = ScratchDirPath();
     mkdir(d.c_str(), 0700);
+    std::atexit(RemoveScratchDirIfPassed);
     return d;
   }();
   return dir;
