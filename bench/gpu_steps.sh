@@ -410,7 +410,9 @@ gpu_step_perf_analyzer() {
 
 # variants: each bundled bin/attn-bench-<variant> (a build with one change, made beside this
 # one) beside this build's attn-bench on the judged shapes, two interleaved rounds; a variant
-# whose small warp-specialised run fails or hangs within 20 s is passed over.
+# whose small warp-specialised run fails or hangs within 20 s is passed over. $GPU_VARIANT_ARGS,
+# where set, goes to every one of these attn-bench runs (e.g. --fused_kernel=wgmma_ws, to time a
+# kernel at head dims where the automatic choice is another).
 gpu_step_variants() {
   gpu_has attn-bench || return 0
   local round bin v log=$out/variants.log
@@ -425,7 +427,8 @@ gpu_step_variants() {
         [ "$round" = 2 ] || echo "$v: passed over, a small warp-specialised run failed or hung"
         continue
       fi
-      bench_bin=$v gpu_judged "$v" --backend=fused >> "$log"
+      # shellcheck disable=SC2086
+      bench_bin=$v gpu_judged "$v" --backend=fused ${GPU_VARIANT_ARGS:-} >> "$log"
     done
   done
   gpu_table "$log" attn-bench
