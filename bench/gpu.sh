@@ -6,8 +6,8 @@
 #
 #   bash bench/gpu.sh [--bundle=DIR] STEP...
 #
-# STEP: tests sanitize judged paths decode fp8 naive suites server_ab client perf_analyzer variants
-# notebook l4.
+# STEP: tests serving sanitize judged paths decode fp8 naive suites server_ab client perf_analyzer
+# variants notebook l4.
 # The bundle is DIR (default .gpu); where .gpu is missing and .gpu-pack/bundle.tar.xz is there
 # (the packed bundle bench/gpu_pack.sh makes, which fits the carry limit), it is unpacked first.
 set -uo pipefail

@@ -170,6 +170,12 @@ gpu_step_tests() {
     fi
     gpu_gtest "$t" 420
   done
+  gpu_step_serving
+}
+
+# serving: the server's GPU tests (*Gpu*) and the abuse test against the bundle's attn-server, the
+# part of `tests` that is not the engine's (for a call too short for every engine test).
+gpu_step_serving() {
   ATTN_SERVER_BINARY=$g/bin/attn-server ATTN_BENCH_BINARY=$g/bin/attn-bench \
     ATTN_LOAD_BINARY=$g/bin/attn-load ATTN_SOURCE_DIR=$PWD gpu_gtest attn_server_tests 240 '*Gpu*'
   ATTN_SERVER_BINARY=$g/bin/attn-server gpu_gtest attn_abuse_tests 240
